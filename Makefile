@@ -1,0 +1,51 @@
+# Makefile for the idempotency extension (PGXS)
+
+EXTENSION = idempotency
+EXTVERSION = 1.0
+
+MODULE_big = idempotency
+OBJS = \
+	src/idempotency.o \
+	src/key.o \
+	src/keyfuncs.o \
+	src/registry.o \
+	src/registry_api.o
+
+DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
+
+# Plain regression tests: sql/ and expected/ at the top level.  They run on a
+# throwaway instance with the library preloaded (test/idempotency.conf).
+REGRESS = key_type make_key registry registry_errors roles hostile_setup
+REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf
+
+# Isolation specs: test/specs and test/expected.
+ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \
+	expired_reclaim finish_vs_begin abandon_vs_begin
+ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
+	--temp-config=test/idempotency.conf
+
+# TAP tests: test/t.
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+# pgTAP files: test/pgtap/sql and test/pgtap/expected, run by pg_regress.
+PGTAP = schema privileges errors
+
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso tmp_check_pgtap output_iso \
+	results regression.diffs regression.out test/results test/output_iso \
+	test/pgtap/results $(EXTENSION)-$(EXTVERSION).zip
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: pgtapcheck dist
+
+pgtapcheck:
+	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
+		--temp-instance=./tmp_check_pgtap --temp-config=test/idempotency.conf \
+		$(PGTAP)
+
+dist:
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
+		--output $(EXTENSION)-$(EXTVERSION).zip HEAD

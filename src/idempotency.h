@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * idempotency.h
+ *	  Declarations shared between the extension's C files.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/idempotency.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_H
+#define IDEMPOTENCY_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+/* The longest key, in bytes, that idempotency.key accepts. */
+#define IDEMPOTENCY_KEY_MAXLEN	255
+
+/* Scopes follow the same length limit as keys. */
+#define IDEMPOTENCY_SCOPE_MAXLEN 255
+
+/* Length of a SHA-256 digest in bytes. */
+#define IDEMPOTENCY_SHA256_LEN	32
+
+/*
+ * Custom SQLSTATEs, class "IK" (idempotency key).  An HTTP layer maps them as
+ * the README's table says: IK001 -> 422, IK002/IK003/IK004 -> 409.
+ */
+#define ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH	MAKE_SQLSTATE('I','K','0','0','1')
+#define ERRCODE_IDEMPOTENCY_NO_CLAIM			MAKE_SQLSTATE('I','K','0','0','2')
+#define ERRCODE_IDEMPOTENCY_ALREADY_FINISHED	MAKE_SQLSTATE('I','K','0','0','3')
+#define ERRCODE_IDEMPOTENCY_STALE_ATTEMPT		MAKE_SQLSTATE('I','K','0','0','4')
+
+/* GUCs (idempotency.c) */
+extern int	idempotency_max_response_size;
+
+/* key.c */
+extern text *IdempotencyKeyFromBytes(const char *str, int len);
+extern char *IdempotencyDisplayValue(const char *str, int len);
+
+/* keyfuncs.c */
+extern void IdempotencySha256(const char *data, size_t len,
+							  uint8 digest[IDEMPOTENCY_SHA256_LEN]);
+
+/*
+ * registry.c: the prepared statements on idempotency.registry, and the
+ * frame every registry function runs in (SPI connected, running as the
+ * registry's owner, the caller's role name and the clock read once).
+ */
+typedef enum RegistryStmt
+{
+	RS_CLAIM,					/* insert a fresh claim, or nothing on conflict */
+	RS_LOOKUP,					/* read the caller's record */
+	RS_RECLAIM_EXPIRED,			/* overwrite an expired record with a claim */
+	RS_TAKEOVER,				/* take over a claim whose lease ran out */
+	RS_FINISH,					/* store the response of a live claim */
+	RS_ABANDON,					/* drop a live claim */
+	RS_NUM_STMTS
+} RegistryStmt;
+
+/* Columns RS_LOOKUP returns, in order (1-based, as SPI numbers them). */
+#define LOOKUP_STATUS		1
+#define LOOKUP_ATTEMPT		2
+#define LOOKUP_FINGERPRINT	3
+#define LOOKUP_RESPONSE		4
+#define LOOKUP_LEASE_UNTIL	5
+#define LOOKUP_EXPIRES_AT	6
+
+typedef struct RegistryCall
+{
+	Datum		owner;			/* caller's role name, as text */
+	TimestampTz now;			/* one clock reading for the whole call */
+	MemoryContext caller_cxt;	/* for results that outlive SPI */
+	Oid			save_userid;
+	int			save_sec_context;
+} RegistryCall;
+
+extern void RegistryCallBegin(RegistryCall *call);
+extern void RegistryCallEnd(RegistryCall *call);
+extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
+							  const char *nulls);
+
+#endif							/* IDEMPOTENCY_H */

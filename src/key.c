@@ -1,0 +1,309 @@
+/*-------------------------------------------------------------------------
+ *
+ * key.c
+ *	  The idempotency.key base type: input/output, binary send/receive,
+ *	  comparison and hashing.
+ *
+ * A key is 1 to 255 bytes of printable characters in the database encoding,
+ * with no leading or trailing space.  It is stored like text (a varlena),
+ * but it is not collatable: comparison is bytewise, so a glibc or ICU
+ * upgrade can never change which keys are equal or reorder a unique index.
+ * Hash support 1 and 2 hash the bytes, so that equal keys hash equally on
+ * every platform; that is what hash partitioning and a sharded table's
+ * distribution column rely on.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/key.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "lib/stringinfo.h"
+#include "libpq/pqformat.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+
+#include "idempotency.h"
+
+/* How many bytes of an offending value an error message shows. */
+#define KEY_DISPLAY_MAXLEN	64
+
+/*
+ * IdempotencyDisplayValue
+ *		Render a (possibly invalid) value for an error message.
+ *
+ * Bytes that are not printable ASCII are shown as \xNN, so that a message
+ * never carries control characters or invalid encoding to the client; long
+ * values are cut and end in "...".
+ */
+char *
+IdempotencyDisplayValue(const char *str, int len)
+{
+	StringInfoData buf;
+	int			shown = Min(len, KEY_DISPLAY_MAXLEN);
+
+	initStringInfo(&buf);
+	for (int i = 0; i < shown; i++)
+	{
+		unsigned char c = (unsigned char) str[i];
+
+		if (c < 0x20 || c >= 0x7f || c == '\\')
+			appendStringInfo(&buf, "\\x%02x", c);
+		else
+			appendStringInfoChar(&buf, (char) c);
+	}
+	if (shown < len)
+		appendStringInfoString(&buf, "...");
+	return buf.data;
+}
+
+/*
+ * key_reject
+ *		Report invalid input for the key type, with the reason as detail.
+ */
+static void
+key_reject(const char *str, int len, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("invalid input syntax for type idempotency.key: \"%s\"",
+					IdempotencyDisplayValue(str, len)),
+			 errdetail_internal("%s", detail)));
+}
+
+/*
+ * key_validate
+ *		Check every rule a key must follow; error out on the first broken one.
+ *
+ * Every way in (text input, binary receive, casts, make_key) goes through
+ * here, so the rules cannot differ between them.
+ */
+static void
+key_validate(const char *str, int len)
+{
+	if (len == 0)
+		key_reject(str, len, _("An idempotency key must not be empty."));
+	if (len > IDEMPOTENCY_KEY_MAXLEN)
+		key_reject(str, len, psprintf(_("An idempotency key must be at most %d bytes long, but this one is %d bytes long."),
+									  IDEMPOTENCY_KEY_MAXLEN, len));
+	for (int i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) str[i];
+
+		if (c < 0x20 || c == 0x7f)
+			key_reject(str, len, _("An idempotency key must not contain control characters."));
+	}
+	if (str[0] == ' ' || str[len - 1] == ' ')
+		key_reject(str, len, _("An idempotency key must not begin or end with white space."));
+	if (!pg_verifymbstr(str, len, true))
+		key_reject(str, len, psprintf(_("The value is not valid in encoding \"%s\"."),
+									  GetDatabaseEncodingName()));
+}
+
+/*
+ * IdempotencyKeyFromBytes
+ *		Validate a byte string and return it as a key datum.
+ */
+text *
+IdempotencyKeyFromBytes(const char *str, int len)
+{
+	key_validate(str, len);
+	return cstring_to_text_with_len(str, len);
+}
+
+PG_FUNCTION_INFO_V1(key_in);
+Datum
+key_in(PG_FUNCTION_ARGS)
+{
+	char	   *str = PG_GETARG_CSTRING(0);
+
+	PG_RETURN_TEXT_P(IdempotencyKeyFromBytes(str, strlen(str)));
+}
+
+PG_FUNCTION_INFO_V1(key_out);
+Datum
+key_out(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_CSTRING(text_to_cstring(key));
+}
+
+/*
+ * key_recv
+ *		Binary input: the key's text in the client encoding, checked exactly
+ *		as key_in checks it.
+ */
+PG_FUNCTION_INFO_V1(key_recv);
+Datum
+key_recv(PG_FUNCTION_ARGS)
+{
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	char	   *str;
+	int			nbytes;
+	text	   *result;
+
+	str = pq_getmsgtext(buf, buf->len - buf->cursor, &nbytes);
+	result = IdempotencyKeyFromBytes(str, nbytes);
+	pfree(str);
+	PG_RETURN_TEXT_P(result);
+}
+
+PG_FUNCTION_INFO_V1(key_send);
+Datum
+key_send(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+	StringInfoData buf;
+
+	pq_begintypsend(&buf);
+	pq_sendtext(&buf, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}
+
+/*
+ * key_from_text
+ *		The cast from text (and, binary-coercibly, from varchar).
+ */
+PG_FUNCTION_INFO_V1(key_from_text);
+Datum
+key_from_text(PG_FUNCTION_ARGS)
+{
+	text	   *t = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_TEXT_P(IdempotencyKeyFromBytes(VARDATA_ANY(t),
+											 VARSIZE_ANY_EXHDR(t)));
+}
+
+/*
+ * key_cmp_internal
+ *		Bytewise comparison; a proper prefix sorts first.
+ */
+static int
+key_cmp_internal(text *a, text *b)
+{
+	int			alen = VARSIZE_ANY_EXHDR(a);
+	int			blen = VARSIZE_ANY_EXHDR(b);
+	int			cmp;
+
+	cmp = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(alen, blen));
+	if (cmp != 0)
+		return cmp < 0 ? -1 : 1;
+	if (alen != blen)
+		return alen < blen ? -1 : 1;
+	return 0;
+}
+
+/*
+ * key_cmp_args
+ *		Compare the two arguments and free any detoasted copies.
+ */
+static int
+key_cmp_args(FunctionCallInfo fcinfo)
+{
+	text	   *a = PG_GETARG_TEXT_PP(0);
+	text	   *b = PG_GETARG_TEXT_PP(1);
+	int			result = key_cmp_internal(a, b);
+
+	PG_FREE_IF_COPY(a, 0);
+	PG_FREE_IF_COPY(b, 1);
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(key_cmp);
+Datum
+key_cmp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(key_cmp_args(fcinfo));
+}
+
+PG_FUNCTION_INFO_V1(key_eq);
+Datum
+key_eq(PG_FUNCTION_ARGS)
+{
+	text	   *a = PG_GETARG_TEXT_PP(0);
+	text	   *b = PG_GETARG_TEXT_PP(1);
+	bool		result;
+
+	/* Unequal lengths settle it without touching the bytes. */
+	result = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+	PG_FREE_IF_COPY(a, 0);
+	PG_FREE_IF_COPY(b, 1);
+	PG_RETURN_BOOL(result);
+}
+
+PG_FUNCTION_INFO_V1(key_ne);
+Datum
+key_ne(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(key_cmp_args(fcinfo) != 0);
+}
+
+PG_FUNCTION_INFO_V1(key_lt);
+Datum
+key_lt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(key_cmp_args(fcinfo) < 0);
+}
+
+PG_FUNCTION_INFO_V1(key_le);
+Datum
+key_le(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(key_cmp_args(fcinfo) <= 0);
+}
+
+PG_FUNCTION_INFO_V1(key_gt);
+Datum
+key_gt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(key_cmp_args(fcinfo) > 0);
+}
+
+PG_FUNCTION_INFO_V1(key_ge);
+Datum
+key_ge(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(key_cmp_args(fcinfo) >= 0);
+}
+
+/*
+ * key_hash
+ *		Hash support 1.  hash_any over the bytes: stable across versions and
+ *		independent of collation, as a distribution column needs.
+ */
+PG_FUNCTION_INFO_V1(key_hash);
+Datum
+key_hash(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+	Datum		result;
+
+	result = hash_any((unsigned char *) VARDATA_ANY(key),
+					  VARSIZE_ANY_EXHDR(key));
+	PG_FREE_IF_COPY(key, 0);
+	return result;
+}
+
+/*
+ * key_hash_extended
+ *		Hash support 2: the 64-bit, seeded hash used by hash partitioning.
+ */
+PG_FUNCTION_INFO_V1(key_hash_extended);
+Datum
+key_hash_extended(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+	Datum		result;
+
+	result = hash_any_extended((unsigned char *) VARDATA_ANY(key),
+							   VARSIZE_ANY_EXHDR(key),
+							   PG_GETARG_INT64(1));
+	PG_FREE_IF_COPY(key, 0);
+	return result;
+}

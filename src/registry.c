@@ -1,0 +1,300 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *	  Access to idempotency.registry: the prepared statements and the frame
+ *	  that every registry function runs in.
+ *
+ * All table access is SQL through SPI with prepared plans that are kept for
+ * the life of the backend (SCALE_OUT.md rule 2): under Citus only SQL reaches
+ * the shards.  Every statement is single-table and addressed by the primary
+ * key (owner, scope, key), every value is a parameter, every name is
+ * schema-qualified and every operator is written OPERATOR(schema.op), so that
+ * the plans mean the same whatever search_path the caller has set; that is
+ * why the C functions need no SET search_path clause (and do not pay for
+ * one on every call).
+ *
+ * Callers cannot touch the registry table.  The functions switch to the
+ * table's owner for the duration of their SQL, the way referential integrity
+ * triggers do, after noting the caller's role name: every statement filters
+ * on that name, so a role only ever reaches its own records.  The switch is
+ * undone by transaction or subtransaction abort if an error escapes.
+ *
+ * The plans, the table's OID and owner and the key type's OID are cached per
+ * backend; a relcache invalidation of the table (DROP EXTENSION, VACUUM,
+ * ALTER TABLE) marks the cache stale and the next call rebuilds it.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/registry.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "idempotency.h"
+
+#define REGISTRY_SCHEMA "idempotency"
+#define REGISTRY_TABLE	"registry"
+
+/* Stands for the key type's OID in the argument lists below. */
+#define KEYTYPE_PLACEHOLDER InvalidOid
+
+#define REGISTRY_MAX_ARGS 7
+
+typedef struct RegistryStmtDef
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[REGISTRY_MAX_ARGS];
+	int			expected_rc;
+} RegistryStmtDef;
+
+/*
+ * The identity of a record is always $1 owner, $2 scope, $3 key.
+ *
+ * RS_CLAIM relies on INSERT ... ON CONFLICT to wait for a concurrent claim
+ * that is not yet committed: that wait is what lets a duplicate request
+ * replay the first one's answer instead of failing.  RS_RECLAIM_EXPIRED and
+ * RS_TAKEOVER re-check in their WHERE clause the condition the caller saw,
+ * so that of two sessions racing for the same record exactly one updates it.
+ */
+static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
+	[RS_CLAIM] = {
+		"INSERT INTO idempotency.registry AS r"
+		" (owner, scope, key, status, attempt, fingerprint, response,"
+		"  created_at, updated_at, lease_until, expires_at)"
+		" VALUES ($1, $2, $3, 'processing', 1, $4, NULL, $5, $5, $6, $7)"
+		" ON CONFLICT (owner, scope, key) DO NOTHING",
+		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT
+	},
+	[RS_LOOKUP] = {
+		"SELECT r.status, r.attempt, r.fingerprint, r.response,"
+		" r.lease_until, r.expires_at"
+		" FROM idempotency.registry AS r"
+		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
+		" AND r.scope OPERATOR(pg_catalog.=) $2"
+		" AND r.key OPERATOR(idempotency.=) $3",
+		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
+	},
+	[RS_RECLAIM_EXPIRED] = {
+		"UPDATE idempotency.registry AS r"
+		" SET status = 'processing', attempt = 1, fingerprint = $4,"
+		" response = NULL, created_at = $5, updated_at = $5,"
+		" lease_until = $6, expires_at = $7"
+		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
+		" AND r.scope OPERATOR(pg_catalog.=) $2"
+		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.expires_at OPERATOR(pg_catalog.<=) $5",
+		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE
+	},
+	[RS_TAKEOVER] = {
+		"UPDATE idempotency.registry AS r"
+		" SET attempt = r.attempt OPERATOR(pg_catalog.+) 1,"
+		" updated_at = $4, lease_until = $5"
+		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
+		" AND r.scope OPERATOR(pg_catalog.=) $2"
+		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
+		" AND r.lease_until OPERATOR(pg_catalog.<=) $4"
+		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
+		" RETURNING r.attempt, r.expires_at",
+		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID,
+		TIMESTAMPTZOID}, SPI_OK_UPDATE_RETURNING
+	},
+	[RS_FINISH] = {
+		"UPDATE idempotency.registry AS r"
+		" SET status = $4, response = $5, updated_at = $6, lease_until = NULL"
+		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
+		" AND r.scope OPERATOR(pg_catalog.=) $2"
+		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
+		" AND r.expires_at OPERATOR(pg_catalog.>) $6"
+		" AND ($7 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $7)"
+		" RETURNING r.attempt",
+		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TEXTOID, JSONBOID,
+		TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE_RETURNING
+	},
+	[RS_ABANDON] = {
+		"DELETE FROM idempotency.registry AS r"
+		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
+		" AND r.scope OPERATOR(pg_catalog.=) $2"
+		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
+		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
+		" AND ($5 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $5)",
+		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID, INT4OID},
+		SPI_OK_DELETE
+	},
+};
+
+typedef struct RegistryCache
+{
+	bool		valid;
+	Oid			relid;			/* idempotency.registry */
+	Oid			relowner;		/* the role the SQL runs as */
+	Oid			keytype;		/* idempotency.key */
+	SPIPlanPtr	plans[RS_NUM_STMTS];	/* prepared lazily */
+} RegistryCache;
+
+static RegistryCache registry_cache;
+static bool registry_callback_registered = false;
+
+/*
+ * registry_relcache_callback
+ *		Mark the cache stale when the registry (or everything) is invalidated.
+ *		Only flips a flag: rebuilding here could run catalog lookups in the
+ *		middle of invalidation processing.
+ */
+static void
+registry_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == registry_cache.relid)
+		registry_cache.valid = false;
+}
+
+/*
+ * registry_cache_refresh
+ *		Look the table, its owner and the key type up again and drop the old
+ *		plans; they are prepared again on first use.
+ */
+static void
+registry_cache_refresh(void)
+{
+	Oid			nsp;
+	HeapTuple	tuple;
+
+	if (!registry_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(registry_relcache_callback, (Datum) 0);
+		registry_callback_registered = true;
+	}
+
+	for (int i = 0; i < RS_NUM_STMTS; i++)
+	{
+		if (registry_cache.plans[i] != NULL)
+			SPI_freeplan(registry_cache.plans[i]);
+		registry_cache.plans[i] = NULL;
+	}
+
+	nsp = get_namespace_oid(REGISTRY_SCHEMA, true);
+	registry_cache.relid = OidIsValid(nsp) ?
+		get_relname_relid(REGISTRY_TABLE, nsp) : InvalidOid;
+	if (!OidIsValid(registry_cache.relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"idempotency\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION idempotency.")));
+
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(registry_cache.relid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", registry_cache.relid);
+	registry_cache.relowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+
+	registry_cache.keytype = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+											 CStringGetDatum("key"),
+											 ObjectIdGetDatum(nsp));
+	if (!OidIsValid(registry_cache.keytype))
+		elog(ERROR, "type idempotency.key does not exist");
+
+	registry_cache.valid = true;
+}
+
+/*
+ * registry_plan
+ *		The kept plan for a statement, prepared on first use.
+ */
+static SPIPlanPtr
+registry_plan(RegistryStmt stmt)
+{
+	const RegistryStmtDef *def = &registry_stmts[stmt];
+	Oid			argtypes[REGISTRY_MAX_ARGS];
+	SPIPlanPtr	plan;
+
+	if (registry_cache.plans[stmt] != NULL)
+		return registry_cache.plans[stmt];
+
+	for (int i = 0; i < def->nargs; i++)
+		argtypes[i] = def->argtypes[i] == KEYTYPE_PLACEHOLDER ?
+			registry_cache.keytype : def->argtypes[i];
+
+	plan = SPI_prepare(def->sql, def->nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+			 def->sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	registry_cache.plans[stmt] = plan;
+	return plan;
+}
+
+/*
+ * RegistryCallBegin
+ *		Enter the frame: note who calls and when, connect SPI and become the
+ *		registry's owner.
+ */
+void
+RegistryCallBegin(RegistryCall *call)
+{
+	Oid			caller = GetUserId();
+
+	call->owner = CStringGetTextDatum(GetUserNameFromId(caller, false));
+	call->now = GetCurrentTimestamp();
+	call->caller_cxt = CurrentMemoryContext;
+
+	if (!registry_cache.valid)
+		registry_cache_refresh();
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
+	SetUserIdAndSecContext(registry_cache.relowner,
+						   call->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+/*
+ * RegistryCallEnd
+ *		Leave the frame: back to the caller's identity, disconnect SPI.
+ */
+void
+RegistryCallEnd(RegistryCall *call)
+{
+	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * RegistryExecute
+ *		Run one of the registry's statements; returns the rows it processed
+ *		(SPI_tuptable holds any it returned).
+ */
+uint64
+RegistryExecute(RegistryStmt stmt, Datum *values, const char *nulls)
+{
+	int			rc;
+
+	/* an invalidation may have arrived since RegistryCallBegin */
+	if (!registry_cache.valid)
+		registry_cache_refresh();
+
+	rc = SPI_execute_plan(registry_plan(stmt), values, nulls, false, 0);
+	if (rc != registry_stmts[stmt].expected_rc)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
