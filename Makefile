@@ -16,7 +16,8 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
 REGRESS = key_type make_key registry registry_errors roles hostile_setup
-REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf
+REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
+	--encoding=UTF8 --no-locale --load-extension=idempotency
 
 # Isolation specs: test/specs and test/expected.
 ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \

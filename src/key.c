@@ -36,22 +36,27 @@
  * IdempotencyDisplayValue
  *		Render a (possibly invalid) value for an error message.
  *
- * Bytes that are not printable ASCII are shown as \xNN, so that a message
- * never carries control characters or invalid encoding to the client; long
- * values are cut and end in "...".
+ * Control characters and backslashes are shown as \xNN, so that a message
+ * never carries control characters to the client; so is every byte above
+ * 0x7f when the value is not valid in the database encoding.  Long values
+ * are cut on a character boundary and end in "...".
  */
 char *
 IdempotencyDisplayValue(const char *str, int len)
 {
 	StringInfoData buf;
-	int			shown = Min(len, KEY_DISPLAY_MAXLEN);
+	bool		valid = pg_verifymbstr(str, len, true);
+	int			shown = len;
+
+	if (len > KEY_DISPLAY_MAXLEN)
+		shown = valid ? pg_mbcliplen(str, len, KEY_DISPLAY_MAXLEN) : KEY_DISPLAY_MAXLEN;
 
 	initStringInfo(&buf);
 	for (int i = 0; i < shown; i++)
 	{
 		unsigned char c = (unsigned char) str[i];
 
-		if (c < 0x20 || c >= 0x7f || c == '\\')
+		if (c < 0x20 || c == 0x7f || c == '\\' || (c > 0x7f && !valid))
 			appendStringInfo(&buf, "\\x%02x", c);
 		else
 			appendStringInfoChar(&buf, (char) c);
@@ -96,6 +101,17 @@ key_validate(const char *str, int len)
 
 		if (c < 0x20 || c == 0x7f)
 			key_reject(str, len, _("An idempotency key must not contain control characters."));
+	}
+	/* C1 controls (U+0080 to U+009F) are control characters too */
+	if (GetDatabaseEncoding() == PG_UTF8)
+	{
+		for (int i = 0; i + 1 < len; i++)
+		{
+			if ((unsigned char) str[i] == 0xc2 &&
+				(unsigned char) str[i + 1] >= 0x80 &&
+				(unsigned char) str[i + 1] <= 0x9f)
+				key_reject(str, len, _("An idempotency key must not contain control characters."));
+		}
 	}
 	if (str[0] == ' ' || str[len - 1] == ' ')
 		key_reject(str, len, _("An idempotency key must not begin or end with white space."));

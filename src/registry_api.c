@@ -297,6 +297,7 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	}
 
 	/* the lease ran out: the work may have partly happened; take it over */
+	memset(nulls, ' ', sizeof(nulls));
 	values[3] = TimestampTzGetDatum(call->now);
 	values[4] = TimestampTzGetDatum(lease_until);
 	if (RegistryExecute(RS_TAKEOVER, values, nulls) == 0)
@@ -510,7 +511,7 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, bool attempt_given,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
 						attempt, keystr, scopestr),
-				 errdetail("The claim was taken over; the current attempt is %d.", current)));
+				 errdetail("The current attempt is %d; an attempt whose lease ran out was taken over.", current)));
 
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,

@@ -1,0 +1,170 @@
+--
+-- The registry: idempotent_begin / idempotent_finish / idempotent_abandon,
+-- one session.  Concurrency is in test/specs.
+--
+SET search_path = public;
+
+-- a business table guarded by the key as well: the final line of defence
+CREATE TABLE charges (
+	key idempotency.key PRIMARY KEY,
+	order_id text NOT NULL,
+	amount numeric NOT NULL
+);
+
+-- the request handler a user writes: begin, do the work once, finish
+CREATE FUNCTION pay(p_key idempotency.key, p_order text, p_amount numeric)
+RETURNS jsonb LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+	b record;
+	result jsonb;
+BEGIN
+	SELECT * INTO b FROM idempotency.idempotent_begin(p_key, 'payments',
+		jsonb_build_object('order', p_order, 'amount', p_amount));
+	IF b.outcome = 'replay' THEN
+		RETURN b.response || '{"replayed": true}';
+	ELSIF b.outcome = 'in_progress' THEN
+		RETURN '{"status": "in progress"}';
+	END IF;
+	INSERT INTO public.charges VALUES (p_key, p_order, p_amount);
+	result := jsonb_build_object('charged', p_amount, 'order', p_order);
+	PERFORM idempotency.idempotent_finish(p_key, result, 'payments', b.attempt);
+	RETURN result;
+END;
+$$;
+
+-- first request executes; three retries replay the stored answer
+SELECT pay('order:ORD1:pay', 'ORD1', 42.50);
+SELECT pay('order:ORD1:pay', 'ORD1', 42.50);
+SELECT pay('order:ORD1:pay', 'ORD1', 42.50);
+SELECT pay('order:ORD1:pay', 'ORD1', 42.50);
+SELECT count(*) AS charges FROM charges;
+-- the same key with a different request is the caller's bug (IK001)
+SELECT pay('order:ORD1:pay', 'ORD1', 99);
+SELECT count(*) AS charges FROM charges;
+
+-- outcomes, step by step
+SELECT outcome, status, response, attempt, expires_at > now() + interval '23 hours' AS ttl_24h,
+       lease_until BETWEEN now() + interval '4 minutes' AND now() + interval '6 minutes' AS lease_5min
+  FROM idempotency.idempotent_begin('k-steps');
+-- begin again while the claim's lease runs: in_progress
+SELECT outcome, status, response, attempt FROM idempotency.idempotent_begin('k-steps');
+SELECT idempotency.idempotent_finish('k-steps', '{"id": 7}');
+SELECT outcome, status, response, attempt, lease_until FROM idempotency.idempotent_begin('k-steps');
+
+-- a failure that must not run again replays like a success
+SELECT outcome FROM idempotency.idempotent_begin('k-failed');
+SELECT idempotency.idempotent_finish('k-failed', '{"error": "card declined"}', failed => true);
+SELECT outcome, status, response FROM idempotency.idempotent_begin('k-failed');
+
+-- a NULL response is allowed and replays as NULL
+SELECT outcome FROM idempotency.idempotent_begin('k-null');
+SELECT idempotency.idempotent_finish('k-null', NULL);
+SELECT outcome, status, response IS NULL AS no_response FROM idempotency.idempotent_begin('k-null');
+
+-- abandon: a retryable failure; the next begin executes again
+SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
+SELECT idempotency.idempotent_abandon('k-abandon');
+SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
+SELECT idempotency.idempotent_abandon('k-abandon', attempt => 1);
+SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
+
+-- scopes keep equal keys apart
+SELECT outcome FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
+SELECT outcome FROM idempotency.idempotent_begin('k-scoped', scope => 'b');
+SELECT idempotency.idempotent_finish('k-scoped', '"in a"', scope => 'a');
+SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
+SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'b', wait => false);
+
+-- request fingerprints: key order does not matter (jsonb normalises it),
+-- a NULL request is not checked, a different request is rejected
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [1, 2]}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"b": [1, 2], "a": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [2, 1]}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1.0, "b": [1, 2]}');
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_begin('k-fp', request => '{"a": 2}');
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
+END $$;
+
+-- a lease that ran out is taken over: attempt + 1, and the old attempt is fenced
+SELECT outcome, attempt FROM idempotency.idempotent_begin('k-lease', lease => '1 minute');
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-lease';
+SELECT outcome, status, attempt, lease_until > now() AS new_lease FROM idempotency.idempotent_begin('k-lease');
+SELECT outcome, attempt FROM idempotency.idempotent_begin('k-lease');
+SELECT idempotency.idempotent_finish('k-lease', '"late"', attempt => 1);
+SELECT idempotency.idempotent_abandon('k-lease', attempt => 1);
+SELECT idempotency.idempotent_finish('k-lease', '"new owner"', attempt => 2);
+SELECT outcome, response, attempt FROM idempotency.idempotent_begin('k-lease');
+
+-- an expired record counts as absent, whether or not it has been cleaned
+SELECT outcome FROM idempotency.idempotent_begin('k-expired', request => '{"v": 1}');
+SELECT idempotency.idempotent_finish('k-expired', '"old"');
+UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-expired';
+SELECT key, status, expired FROM idempotency.my_records WHERE key = 'k-expired';
+SELECT idempotency.idempotent_finish('k-expired', '"too late"');
+-- a new request under the expired key is fine: the old fingerprint is gone too
+SELECT outcome, status, response, attempt FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
+SELECT idempotency.idempotent_finish('k-expired', '"new"');
+SELECT outcome, response FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
+
+-- ttl and lease are honoured
+SELECT expires_at BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes' AS ttl_1h,
+       lease_until BETWEEN now() + interval '9 seconds' AND now() + interval '11 seconds' AS lease_10s
+  FROM idempotency.idempotent_begin('k-ttl', ttl => '1 hour', lease => '10 seconds');
+
+-- transactional mode: claim, business write and result commit or roll back together
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-tx');
+INSERT INTO charges VALUES ('k-tx', 'ORD-TX', 1);
+SELECT idempotency.idempotent_finish('k-tx', '{"charged": 1}');
+ROLLBACK;
+SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'k-tx';
+SELECT count(*) AS charges FROM charges WHERE key = 'k-tx';
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-tx');
+INSERT INTO charges VALUES ('k-tx', 'ORD-TX', 1);
+SELECT idempotency.idempotent_finish('k-tx', '{"charged": 1}');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('k-tx');
+-- a failed business write inside a savepoint leaves the claim to be abandoned
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-tx2');
+SAVEPOINT work;
+INSERT INTO charges VALUES ('k-tx', 'ORD-TX', 1);   -- duplicate: the business table's own guard
+ROLLBACK TO work;
+SELECT idempotency.idempotent_abandon('k-tx2');
+COMMIT;
+SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'k-tx2';
+
+-- the unique index rejects a second record even when the functions are bypassed
+INSERT INTO idempotency.registry (owner, scope, key, status, attempt, created_at, updated_at, expires_at)
+VALUES (current_user, '', 'k-steps', 'completed', 1, now(), now(), now() + interval '1 day');
+-- and the business table rejects a second charge for the same key
+INSERT INTO charges VALUES ('order:ORD1:pay', 'ORD1', 42.50);
+
+-- responses are replayed whole, however large (up to the limit)
+SELECT outcome FROM idempotency.idempotent_begin('k-big');
+SELECT idempotency.idempotent_finish('k-big', jsonb_build_object('blob', repeat('x', 500000)));
+SELECT outcome, length(response->>'blob') FROM idempotency.idempotent_begin('k-big');
+
+-- my_records shows the caller's records
+SELECT key, scope, status, attempt, expired FROM idempotency.my_records
+ WHERE key IN ('k-steps', 'k-failed', 'k-scoped') ORDER BY key, scope;
+
+-- the registry's primary key is (owner, scope, key) and finish is a HOT update
+SELECT pg_get_indexdef('idempotency.registry_pkey'::regclass);
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-hot');
+SELECT idempotency.idempotent_finish('k-hot', '{"ok": true}');
+SELECT n_tup_upd > 0 AS updated, n_tup_upd = n_tup_hot_upd AS all_hot FROM pg_stat_xact_user_tables WHERE relid = 'idempotency.registry'::regclass;
+COMMIT;
+
+TRUNCATE idempotency.registry;
+DROP TABLE charges;
+DROP FUNCTION pay(idempotency.key, text, numeric);
+RESET search_path;

@@ -1,0 +1,53 @@
+# test/lib.sh: shared by test/demo.sh and test/run_all.sh (sourced, not run).
+#
+# Installs what the build and the tests need from Debian's packages, builds
+# with warnings as errors, and installs the extension into the system's
+# PostgreSQL 15.  Everything that starts a server runs as the unprivileged
+# user "postgres" (initdb refuses root), in a copy of the tree it owns.
+
+PG_MAJOR=15
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CFLAGS_STRICT="-Wall -Wextra -Werror -Wno-unused-parameter -DUSE_ASSERT_CHECKING"
+export PATH="$PG_BINDIR:$PATH"
+
+# install_packages PKG...: install any that are missing, as root
+install_packages() {
+	local missing=()
+	for pkg in "$@"; do
+		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+			|| missing+=("$pkg")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "==> installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+# build_and_install SRCDIR: a warning-free build, installed system-wide
+build_and_install() {
+	echo "==> building and installing the extension"
+	make -C "$1" -s clean
+	make -C "$1" -s PG_CFLAGS="$PG_CFLAGS_STRICT"
+	make -C "$1" -s install
+}
+
+# private_copy SRCDIR: print the path of a copy of the tree owned by postgres
+private_copy() {
+	local dest
+	dest=$(mktemp -d /tmp/idempotency.XXXXXX)
+	if git -C "$1" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$1" && git ls-files -z --cached --others --exclude-standard |
+			xargs -0 cp --parents -t "$dest" 2>/dev/null || true)
+	else
+		cp -a "$1"/. "$dest"/
+	fi
+	chown -R postgres:postgres "$dest"
+	echo "$dest"
+}
+
+# as_postgres CMD...: run a command as the postgres user with our PATH
+as_postgres() {
+	runuser -u postgres -- env PATH="$PATH" HOME=/tmp "$@"
+}
