@@ -22,8 +22,8 @@ REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotenc
 # Isolation specs: test/specs and test/expected.
 ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \
 	expired_reclaim finish_vs_begin abandon_vs_begin
-ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
-	--temp-config=test/idempotency.conf
+ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
+	--temp-config=test/idempotency.conf --load-extension=idempotency
 
 # TAP tests: test/t.
 TAP_TESTS = 1

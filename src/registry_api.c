@@ -498,13 +498,8 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, bool attempt_given,
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
-	if (strcmp(api_status(row, desc), "processing") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
-				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
-						keystr, scopestr),
-				 errdetail("Its status is \"%s\".", api_status(row, desc))));
 
+	/* a fenced-off attempt hears about that first, whatever happened since */
 	current = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
 	if (attempt_given && attempt != current)
 		ereport(ERROR,
@@ -512,6 +507,13 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, bool attempt_given,
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
 						attempt, keystr, scopestr),
 				 errdetail("The current attempt is %d; an attempt whose lease ran out was taken over.", current)));
+
+	if (strcmp(api_status(row, desc), "processing") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
+						keystr, scopestr),
+				 errdetail("Its status is \"%s\".", api_status(row, desc))));
 
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,
