@@ -45,6 +45,7 @@ include $(PGXS)
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
 		--temp-instance=./tmp_check_pgtap --temp-config=test/idempotency.conf \
+		--load-extension=idempotency --load-extension=pgtap \
 		$(PGTAP)
 
 dist:

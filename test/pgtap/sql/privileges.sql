@@ -1,0 +1,59 @@
+-- pgTAP: least privilege and safe search_path
+\set ECHO none
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+BEGIN;
+SELECT plan(17);
+
+CREATE ROLE regress_nobody;
+CREATE ROLE regress_app;
+SELECT idempotency.grant_usage('regress_app');
+
+SELECT table_privs_are('idempotency', 'registry', 'public', ARRAY[]::text[], 'PUBLIC has no privilege on the registry');
+SELECT table_privs_are('idempotency', 'registry', 'regress_app', ARRAY[]::text[], 'even a granted role cannot touch the registry');
+SELECT table_privs_are('idempotency', 'my_records', 'regress_nobody', ARRAY[]::text[], 'my_records is not open to PUBLIC');
+SELECT table_privs_are('idempotency', 'my_records', 'regress_app', ARRAY['SELECT'], 'grant_usage gives SELECT on my_records only');
+SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean'],
+	'regress_nobody', ARRAY[]::text[], 'idempotent_begin is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'idempotent_finish', ARRAY['idempotency.key', 'jsonb', 'text', 'integer', 'boolean'],
+	'regress_nobody', ARRAY[]::text[], 'idempotent_finish is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'idempotent_abandon', ARRAY['idempotency.key', 'text', 'integer'],
+	'regress_nobody', ARRAY[]::text[], 'idempotent_abandon is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'grant_usage', ARRAY['regrole'],
+	'regress_app', ARRAY[]::text[], 'grant_usage is for administrators only');
+SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean'],
+	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on idempotent_begin');
+SELECT function_privs_are('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'],
+	'regress_nobody', ARRAY['EXECUTE'], 'pure functions of the key type stay open to all');
+SELECT schema_privs_are('idempotency', 'regress_nobody', ARRAY['USAGE'], 'everyone may use the key type''s schema');
+
+-- search_path: every function that is not C sets it; C functions use only
+-- schema-qualified SQL (proved by sql/hostile_setup.sql)
+SELECT is(
+	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+	  WHERE p.pronamespace = 'idempotency'::regnamespace AND l.lanname <> 'c'
+		AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)),
+	NULL, 'every non-C function sets search_path = pg_catalog, pg_temp');
+SELECT is(
+	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
+	  WHERE p.pronamespace = 'idempotency'::regnamespace AND p.prosecdef),
+	NULL, 'no function is SECURITY DEFINER');
+
+-- the extension's objects belong to the extension
+SELECT is(
+	(SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace
+	  AND c.relkind IN ('r', 'v') AND NOT EXISTS (SELECT 1 FROM pg_depend d
+		WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')),
+	0, 'every table and view is a member of the extension');
+
+-- roles see only their own records
+SET ROLE regress_app;
+SELECT is((SELECT outcome FROM idempotency.idempotent_begin('pgtap-key')), 'execute', 'a granted role can claim');
+SELECT is((SELECT count(*)::int FROM idempotency.my_records), 1, 'and sees its record');
+RESET ROLE;
+SELECT is((SELECT owner FROM idempotency.registry WHERE key = 'pgtap-key'), 'regress_app', 'owned by the role''s name');
+
+SELECT * FROM finish();
+ROLLBACK;

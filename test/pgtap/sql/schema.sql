@@ -1,0 +1,57 @@
+-- pgTAP: the extension's schema as installed
+\set ECHO none
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+BEGIN;
+SELECT plan(31);
+
+SELECT has_schema('idempotency');
+SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
+SELECT has_table('idempotency', 'registry', 'the registry table exists');
+SELECT has_view('idempotency', 'my_records', 'the my_records view exists');
+SELECT columns_are('idempotency', 'registry',
+	ARRAY['owner', 'scope', 'key', 'status', 'attempt', 'fingerprint', 'response',
+		  'created_at', 'updated_at', 'lease_until', 'expires_at'],
+	'the registry has exactly the documented columns');
+SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
+SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
+SELECT has_pk('idempotency', 'registry', 'the registry has a primary key');
+SELECT col_is_pk('idempotency', 'registry', ARRAY['owner', 'scope', 'key'], 'the primary key is (owner, scope, key)');
+SELECT is((SELECT count(*)::int FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	WHERE c.oid = 'idempotency.registry'::regclass AND a.attnum > 0 AND (a.attidentity <> '' OR pg_get_serial_sequence('idempotency.registry', a.attname) IS NOT NULL)),
+	0, 'no serial or identity columns');
+SELECT is((SELECT collname FROM pg_collation WHERE oid = (SELECT attcollation FROM pg_attribute WHERE attrelid = 'idempotency.registry'::regclass AND attname = 'owner')),
+	'C', 'owner compares bytewise');
+SELECT is((SELECT collname FROM pg_collation WHERE oid = (SELECT attcollation FROM pg_attribute WHERE attrelid = 'idempotency.registry'::regclass AND attname = 'scope')),
+	'C', 'scope compares bytewise');
+SELECT is((SELECT typcollation FROM pg_type WHERE oid = 'idempotency.key'::regtype), 0::oid, 'the key type is not collatable');
+SELECT ok((SELECT 'fillfactor=80' = ANY (reloptions) FROM pg_class WHERE oid = 'idempotency.registry'::regclass),
+	'the registry leaves room for HOT updates');
+SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry'::regclass), 'p', 'the registry is WAL-logged');
+SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_extension WHERE extname = 'idempotency'),
+	'pg_dump keeps the registry''s rows');
+
+SELECT has_function('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean']);
+SELECT has_function('idempotency', 'idempotent_finish', ARRAY['idempotency.key', 'jsonb', 'text', 'integer', 'boolean']);
+SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['idempotency.key', 'text', 'integer']);
+SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
+SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
+SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
+SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
+SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean'], 'volatile');
+
+SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
+SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');
+SELECT is((SELECT count(*)::int FROM pg_amproc p JOIN pg_opfamily f ON f.oid = p.amprocfamily
+	WHERE f.opfname = 'key_hash_ops' AND f.opfnamespace = 'idempotency'::regnamespace), 2,
+	'the hash operator class has support functions 1 and 2');
+SELECT ok((SELECT oprcanhash AND oprcanmerge FROM pg_operator WHERE oprname = '=' AND oprleft = 'idempotency.key'::regtype),
+	'= on keys HASHES and MERGES');
+SELECT has_cast('text', 'idempotency.key', 'a cast from text');
+SELECT has_cast('character varying', 'idempotency.key', 'a cast from varchar');
+SELECT has_cast('idempotency.key', 'text', 'a cast to text');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,146 @@
+# Durability of the registry: a committed result survives a crash (kill -9
+# of the postmaster and all its children) and a pg_dump / pg_restore round
+# trip, and still replays.  Also the binary input path of the key type, which
+# SQL alone cannot reach: COPY ... (FORMAT binary) runs key_recv.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes;
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+
+# A committed result, an open claim, and a claim whose transaction is still
+# running when the server dies.
+$node->safe_psql('postgres', q{
+	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}');
+	SELECT idempotency.idempotent_finish('paid', '{"charged": 10}');
+	SELECT outcome FROM idempotency.idempotent_begin('open');
+});
+
+my $inflight = $node->background_psql('postgres');
+$inflight->query_safe(q{BEGIN; SELECT idempotency.idempotent_begin('in-flight');});
+
+# Crash: kill -9 every process the postmaster started, then the postmaster
+# itself, so nothing gets to write a checkpoint or flush anything on the way.
+my $postmaster = $node->{_pid};
+my @children = grep { /^\d+$/ } split /\s+/, `ps -o pid= --ppid $postmaster`;
+kill 'KILL', @children;
+$node->kill9;
+eval { $inflight->quit; };
+
+# SIGKILL is delivered asynchronously: wait (bounded) until every process is
+# gone, or the new postmaster would find the old one's lock still held.
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+while (grep { kill 0, $_ } $postmaster, @children)
+{
+	die "processes of the killed server are still alive" if time() > $deadline;
+	Time::HiRes::usleep(50_000);
+}
+
+my $log_offset = -s $node->logfile;
+$node->start;
+ok( $node->log_contains('database system was interrupted|was not properly shut down', $log_offset),
+	'the restart ran crash recovery');
+
+is( $node->safe_psql('postgres',
+		q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}')}),
+	'replay {"charged": 10}',
+	'a finished result survives kill -9 and replays');
+is( $node->safe_psql('postgres',
+		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('open')}),
+	'in_progress 1',
+	'a committed claim survives kill -9');
+is( $node->safe_psql('postgres',
+		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('in-flight')}),
+	'execute 1',
+	'a claim whose transaction died with the server is gone');
+is( $node->safe_psql('postgres',
+		q{SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry'::regclass}),
+	'p', 'the registry is a WAL-logged (permanent) table');
+
+# pg_dump / pg_restore: the records come along, and replay in the copy.
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_app;
+	SELECT idempotency.grant_usage('regress_app');
+	SET ROLE regress_app;
+	SELECT outcome FROM idempotency.idempotent_begin('app-key', scope => 'orders');
+	SELECT idempotency.idempotent_finish('app-key', '{"order": 1}', scope => 'orders');
+});
+my $dump = $node->basedir . '/registry.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres') ],
+	'pg_dump of a database with the extension');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', $node->connstr('restored'), $dump ],
+	'pg_restore into a new database');
+is( $node->safe_psql('restored',
+		q{SELECT count(*) FROM idempotency.registry}),
+	$node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.registry}),
+	'every record is restored');
+is( $node->safe_psql('restored',
+		q{SET ROLE regress_app; SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('app-key', scope => 'orders')}),
+	'replay {"order": 1}',
+	'a restored record replays for its owner, and the grants came along');
+is( $node->safe_psql('restored',
+		q{SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}')}),
+	'replay', 'a restored record replays');
+
+# Binary input: COPY FROM a binary file runs key_recv, which must apply the
+# same checks as key_in.
+$node->safe_psql('postgres', 'CREATE TABLE keys (k idempotency.key)');
+
+# write_copy_file(path, value...): a COPY BINARY file with one column
+sub write_copy_file
+{
+	my ($path, @values) = @_;
+	open my $fh, '>:raw', $path or die "could not open $path: $!";
+	print $fh "PGCOPY\n\377\r\n\0", pack('NN', 0, 0);
+	print $fh pack('nN', 1, length $_), $_ foreach @values;
+	print $fh pack('n', 0xffff);
+	close $fh;
+}
+
+my $copyfile = $node->basedir . '/keys.copy';
+write_copy_file($copyfile, 'order:1', 'ключ');
+$node->safe_psql('postgres', "COPY keys FROM '$copyfile' (FORMAT binary)");
+is($node->safe_psql('postgres', 'SELECT string_agg(k::text, \',\' ORDER BY k) FROM keys'),
+	'order:1,ключ', 'valid keys arrive through binary COPY');
+
+my %bad = (
+	'empty'            => '',
+	'control character' => "bad\x01key",
+	'leading space'    => ' lead',
+	'trailing space'   => 'trail ',
+	'too long'         => 'x' x 256);
+foreach my $case (sort keys %bad)
+{
+	write_copy_file($copyfile, $bad{$case});
+	my ($ret, $stdout, $stderr) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nCOPY keys FROM '$copyfile' (FORMAT binary)");
+	like($stderr, qr/22P02: invalid input syntax for type idempotency\.key/,
+		"binary input rejects a key with $case");
+}
+is($node->safe_psql('postgres', 'SELECT count(*) FROM keys'), '2',
+	'rejected binary input wrote nothing');
+
+# binary output round-trips through binary input
+$node->safe_psql('postgres', qq{
+	COPY keys TO '$copyfile.out' (FORMAT binary);
+	TRUNCATE keys;
+	COPY keys FROM '$copyfile.out' (FORMAT binary);
+});
+is($node->safe_psql('postgres', 'SELECT string_agg(k::text, \',\' ORDER BY k) FROM keys'),
+	'order:1,ключ', 'binary output reads back through binary input');
+
+$node->stop;
+done_testing();
