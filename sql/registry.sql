@@ -156,7 +156,7 @@ SELECT outcome, length(response->>'blob') FROM idempotency.idempotent_begin('k-b
 SELECT key, scope, status, attempt, expired FROM idempotency.my_records
  WHERE key IN ('k-steps', 'k-failed', 'k-scoped') ORDER BY key, scope;
 
--- the registry's primary key is (owner, scope, key) and finish is a HOT update
+-- the registry's primary key is (key, scope, owner) and finish is a HOT update
 SELECT pg_get_indexdef('idempotency.registry_pkey'::regclass);
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('k-hot');

@@ -41,6 +41,7 @@
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 #include "idempotency.h"
@@ -154,6 +155,14 @@ static RegistryCache registry_cache;
 static bool registry_callback_registered = false;
 
 /*
+ * The name of the role that called last, as a text datum.  Looking it up is
+ * a syscache probe and two copies on every call; a role is renamed rarely,
+ * and a syscache invalidation of pg_authid resets this.
+ */
+static Oid	owner_cache_roleid = InvalidOid;
+static Datum owner_cache_name = (Datum) 0;
+
+/*
  * registry_relcache_callback
  *		Mark the cache stale when the registry (or everything) is invalidated.
  *		Only flips a flag: rebuilding here could run catalog lookups in the
@@ -164,6 +173,37 @@ registry_relcache_callback(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == registry_cache.relid)
 		registry_cache.valid = false;
+}
+
+/*
+ * registry_authid_callback
+ *		Forget the cached role name when any role changes.
+ */
+static void
+registry_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	owner_cache_roleid = InvalidOid;
+}
+
+/*
+ * registry_owner_name
+ *		The caller's role name as a text datum, from the one-entry cache.
+ */
+static Datum
+registry_owner_name(Oid roleid)
+{
+	if (roleid != owner_cache_roleid)
+	{
+		char	   *name = GetUserNameFromId(roleid, false);
+		MemoryContext oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+
+		if (owner_cache_name != (Datum) 0)
+			pfree(DatumGetPointer(owner_cache_name));
+		owner_cache_name = CStringGetTextDatum(name);
+		MemoryContextSwitchTo(oldcontext);
+		owner_cache_roleid = roleid;
+	}
+	return owner_cache_name;
 }
 
 /*
@@ -180,6 +220,7 @@ registry_cache_refresh(void)
 	if (!registry_callback_registered)
 	{
 		CacheRegisterRelcacheCallback(registry_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, registry_authid_callback, (Datum) 0);
 		registry_callback_registered = true;
 	}
 
@@ -250,14 +291,12 @@ registry_plan(RegistryStmt stmt)
 void
 RegistryCallBegin(RegistryCall *call)
 {
-	Oid			caller = GetUserId();
-
-	call->owner = CStringGetTextDatum(GetUserNameFromId(caller, false));
-	call->now = GetCurrentTimestamp();
-	call->caller_cxt = CurrentMemoryContext;
-
 	if (!registry_cache.valid)
 		registry_cache_refresh();
+
+	call->owner = registry_owner_name(GetUserId());
+	call->now = GetCurrentTimestamp();
+	call->caller_cxt = CurrentMemoryContext;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

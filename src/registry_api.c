@@ -74,6 +74,8 @@ typedef struct BeginArgs
 	Datum		fingerprint;	/* bytea, or 0 when there is no request */
 	Interval   *ttl;
 	Interval   *lease;
+	TimestampTz lease_until;	/* now + lease */
+	TimestampTz expires_at;		/* now + ttl */
 } BeginArgs;
 
 typedef struct BeginResult
@@ -205,8 +207,8 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 {
 	Datum		values[7];
 	char		nulls[7];
-	TimestampTz lease_until = api_add_interval(call->now, args->lease);
-	TimestampTz expires_at = api_add_interval(call->now, args->ttl);
+	TimestampTz lease_until = args->lease_until;
+	TimestampTz expires_at = args->expires_at;
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
@@ -429,24 +431,21 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 
 	RegistryCallBegin(&call);
 
-	{
-		TimestampTz ttl_end = api_add_interval(call.now, args.ttl);
-		TimestampTz lease_end = api_add_interval(call.now, args.lease);
-
-		if (ttl_end <= call.now)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("ttl must be a positive interval")));
-		if (lease_end <= call.now)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lease must be a positive interval")));
-		if (lease_end > ttl_end)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lease must not be longer than ttl"),
-					 errdetail("A claim whose lease outlives its record could never be taken over.")));
-	}
+	args.expires_at = api_add_interval(call.now, args.ttl);
+	args.lease_until = api_add_interval(call.now, args.lease);
+	if (args.expires_at <= call.now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be a positive interval")));
+	if (args.lease_until <= call.now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be a positive interval")));
+	if (args.lease_until > args.expires_at)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must not be longer than ttl"),
+				 errdetail("A claim whose lease outlives its record could never be taken over.")));
 
 	if (wait)
 		begin_loop(&call, &args, &result);

@@ -14,56 +14,35 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 build_and_install "$top"
 
-cluster=$(mktemp -d /tmp/idempotency-demo.XXXXXX)
-chown postgres:postgres "$cluster"
-port=$((20000 + RANDOM % 20000))
-cleanup() {
-	as_postgres pg_ctl -D "$cluster/data" -m immediate stop >/dev/null 2>&1 || true
-	rm -rf "$cluster"
-}
-trap cleanup EXIT
+start_cluster
 
-echo "==> starting a throwaway cluster in $cluster (port $port)"
-as_postgres initdb -D "$cluster/data" -A trust -E UTF8 --no-locale >/dev/null
-cat >>"$cluster/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'idempotency'
-port = $port
-listen_addresses = ''
-unix_socket_directories = '$cluster'
-CONF
-as_postgres pg_ctl -D "$cluster/data" -l "$cluster/log" -w start >/dev/null
-
-psql_demo() {
-	as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -d postgres "$@"
-}
-
-psql_demo -f "$top/test/demo_setup.sql"
+psql_cluster -f "$top/test/demo_setup.sql"
 
 echo
 echo "==> 1. the client pays order ORD20260711001; the server is slow (the work holds"
 echo "       its transaction open for 2 s), so the client times out ..."
-psql_demo -c "BEGIN; SELECT shop.pay('ORD20260711001', 4250) AS first_request; SELECT pg_sleep(2) AS still_working; COMMIT;" &
+psql_cluster -c "BEGIN; SELECT shop.pay('ORD20260711001', 4250) AS first_request; SELECT pg_sleep(2) AS still_working; COMMIT;" &
 slow=$!
-until psql_demo -Atc "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; SELECT shop.pay%' AND wait_event = 'PgSleep'" | grep -q 1; do
+until psql_cluster -Atc "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; SELECT shop.pay%' AND wait_event = 'PgSleep'" | grep -q 1; do
 	sleep 0.1
 done
 
 echo "==> 2. ... and retries from a second connection while the first is still running:"
 echo "       the retry waits for the first transaction, then replays its answer"
 started=$(date +%s%N)
-psql_demo -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_1_concurrent;"
+psql_cluster -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_1_concurrent;"
 echo "       (retry 1 waited $(( ($(date +%s%N) - started) / 1000000 )) ms for the first request to commit)"
 wait $slow
 
 echo "==> 3. retries 2 and 3, after the first request finished: the stored answer again"
-psql_demo -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_2;"
-psql_demo -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_3;"
+psql_cluster -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_2;"
+psql_cluster -c "SELECT shop.pay('ORD20260711001', 4250) AS retry_3;"
 
 echo "==> 4. a buggy client reuses the key for a different amount: rejected with"
 echo "       SQLSTATE IK001 (an HTTP layer answers 422), and nothing is charged"
-psql_demo -v VERBOSITY=verbose -v SHOW_CONTEXT=never -c "SELECT shop.pay('ORD20260711001', 9999);" 2>&1 | grep -v '^LOCATION' | sed 's/^/       /' || true
+psql_cluster -v VERBOSITY=verbose -v SHOW_CONTEXT=never -c "SELECT shop.pay('ORD20260711001', 9999);" 2>&1 | grep -v '^LOCATION' | sed 's/^/       /' || true
 
 echo
 echo "==> what happened"
-psql_demo -f "$top/test/demo_report.sql"
+psql_cluster -f "$top/test/demo_report.sql"
 echo "==> demo finished; the throwaway cluster is removed"

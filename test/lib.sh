@@ -8,6 +8,8 @@
 PG_MAJOR=15
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 PG_CFLAGS_STRICT="-Wall -Wextra -Werror -Wno-unused-parameter -DUSE_ASSERT_CHECKING"
+# what benchmarks build with: the same warnings, no assertions
+PG_CFLAGS_RELEASE="-Wall -Wextra -Werror -Wno-unused-parameter"
 export PATH="$PG_BINDIR:$PATH"
 
 # install_packages PKG...: install any that are missing, as root
@@ -25,11 +27,12 @@ install_packages() {
 	fi
 }
 
-# build_and_install SRCDIR: a warning-free build, installed system-wide
+# build_and_install SRCDIR [CFLAGS]: a warning-free build (with assertions
+# unless other flags are given), installed system-wide
 build_and_install() {
 	echo "==> building and installing the extension"
 	make -C "$1" -s clean
-	make -C "$1" -s PG_CFLAGS="$PG_CFLAGS_STRICT"
+	make -C "$1" -s PG_CFLAGS="${2:-$PG_CFLAGS_STRICT}"
 	make -C "$1" -s install
 }
 
@@ -50,4 +53,30 @@ private_copy() {
 # as_postgres CMD...: run a command as the postgres user with our PATH
 as_postgres() {
 	runuser -u postgres -- env PATH="$PATH" HOME=/tmp "$@"
+}
+
+# start_cluster [SETTING...]: initdb and start a throwaway cluster owned by
+# postgres, with the library preloaded; sets $cluster and $port, and stops
+# and removes it on exit.  Extra arguments are added to postgresql.conf.
+# The cluster's locale is $CLUSTER_LOCALE, or C when that is unset.
+start_cluster() {
+	cluster=$(mktemp -d /tmp/idempotency-cluster.XXXXXX)
+	chown postgres:postgres "$cluster"
+	port=$((20000 + RANDOM % 20000))
+	trap 'as_postgres pg_ctl -D "$cluster/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$cluster"' EXIT
+	echo "==> starting a throwaway cluster in $cluster (port $port)"
+	as_postgres initdb -D "$cluster/data" -A trust -E UTF8 --locale="${CLUSTER_LOCALE:-C}" >/dev/null
+	{
+		echo "shared_preload_libraries = 'idempotency'"
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$cluster'"
+		for setting in "$@"; do echo "$setting"; done
+	} >>"$cluster/data/postgresql.conf"
+	as_postgres pg_ctl -D "$cluster/data" -l "$cluster/log" -w start >/dev/null
+}
+
+# psql_cluster ARGS...: psql on the throwaway cluster, stopping on errors
+psql_cluster() {
+	as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -d postgres "$@"
 }

@@ -30,16 +30,19 @@ suite() {
 	shift
 	echo
 	echo "==> suite: $name"
-	local log="$work/suite.log"
+	local log="$work/suite-${name// /_}.log"
+	local stamp="$work/.suite-start"
+	touch "$stamp"
 	if as_postgres make -C "$work" -s "$@" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
-		find "$work" -name regression.diffs -newer "$work/Makefile" -print0 |
-			while IFS= read -r -d '' f; do echo "--- $f"; cat "$f"; done
+		# what failed: pg_regress's diffs, and the TAP tests' server logs
+		find "$work" -name regression.diffs -newer "$stamp" -print0 2>/dev/null |
+			while IFS= read -r -d '' f; do echo "--- $f"; cat "$f"; done || true
 		find "$work/tmp_check" -name '*.log' -print0 2>/dev/null |
-			while IFS= read -r -d '' f; do echo "--- $f"; tail -n 60 "$f"; done
+			while IFS= read -r -d '' f; do echo "--- $f"; tail -n 60 "$f"; done || true
 	fi
 	# pg_regress: "name ... ok"/"... FAILED"; prove --verbose: "ok N"/"not ok N"
 	tests_ok=$((tests_ok + $(grep -cE '\.\.\. ok|^ok [0-9]' "$log" || true)))

@@ -18,7 +18,7 @@ SELECT columns_are('idempotency', 'registry',
 SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
 SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
 SELECT has_pk('idempotency', 'registry', 'the registry has a primary key');
-SELECT col_is_pk('idempotency', 'registry', ARRAY['owner', 'scope', 'key'], 'the primary key is (owner, scope, key)');
+SELECT col_is_pk('idempotency', 'registry', ARRAY['key', 'scope', 'owner'], 'the primary key is (key, scope, owner)');
 SELECT is((SELECT count(*)::int FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 	WHERE c.oid = 'idempotency.registry'::regclass AND a.attnum > 0 AND (a.attidentity <> '' OR pg_get_serial_sequence('idempotency.registry', a.attname) IS NOT NULL)),
 	0, 'no serial or identity columns');
