@@ -4,9 +4,10 @@
  *	  Module entry point: PG_MODULE_MAGIC, _PG_init and the GUCs.
  *
  * The library works both preloaded (shared_preload_libraries) and loaded on
- * first use.  Nothing in this file needs shared memory, so _PG_init returns
- * quietly when it is not preloaded; features that need shared memory check
- * for it themselves.
+ * first use.  Preloaded, it also sets up shared memory and registers the
+ * cleanup launcher; loaded later, _PG_init defines the GUCs and returns
+ * quietly, and the features that need shared memory check for it themselves
+ * (IdempotencyShared is NULL) and say so.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -19,6 +20,7 @@
 
 #include <limits.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "compat.h"
@@ -28,6 +30,14 @@ PG_MODULE_MAGIC;
 
 /* Largest response, in kilobytes, that idempotent_finish stores. */
 int			idempotency_max_response_size = 1024;
+
+/* Background cleanup: seconds between passes (0: off), rows per batch ... */
+int			idempotency_cleanup_interval = 60;
+int			idempotency_cleanup_batch_size = 10000;
+
+/* ... at most this many rows a second (0: no cap), as this role. */
+int			idempotency_cleanup_max_rows_per_second = 0;
+char	   *idempotency_cleanup_role = NULL;
 
 void		_PG_init(void);
 
@@ -50,5 +60,57 @@ _PG_init(void)
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idempotency.cleanup_interval",
+							"Sets the time between two passes of the background cleanup.",
+							"Zero turns the background cleanup off.",
+							&idempotency_cleanup_interval,
+							60,
+							0,
+							INT_MAX / 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotency.cleanup_batch_size",
+							"Sets how many expired records one cleanup transaction deletes.",
+							NULL,
+							&idempotency_cleanup_batch_size,
+							10000,
+							1,
+							INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotency.cleanup_max_rows_per_second",
+							"Sets the most expired records the background cleanup deletes per second.",
+							"Zero means no limit.",
+							&idempotency_cleanup_max_rows_per_second,
+							0,
+							0,
+							INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("idempotency.cleanup_role",
+							   "Sets the role the background cleanup connects as.",
+							   "Empty means the bootstrap superuser.  The role needs only "
+							   "EXECUTE on idempotency.cleanup(integer).",
+							   &idempotency_cleanup_role,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
 	IdempotencyReserveGUCPrefix("idempotency");
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	IdempotencyShmemInit();
+
+	/* pg_upgrade starts the server in binary upgrade mode: no cleanup then */
+	if (!IsBinaryUpgrade)
+		IdempotencyWorkerRegister();
 }

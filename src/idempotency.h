@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
 /* The longest key, in bytes, that idempotency.key accepts. */
@@ -38,6 +39,41 @@
 
 /* GUCs (idempotency.c) */
 extern int	idempotency_max_response_size;
+extern int	idempotency_cleanup_interval;
+extern int	idempotency_cleanup_batch_size;
+extern int	idempotency_cleanup_max_rows_per_second;
+extern char *idempotency_cleanup_role;
+
+/*
+ * shmem.c: shared state, present only when the library is preloaded.
+ */
+#define IDEMPOTENCY_MAX_DATABASES 128
+#define CLEANUP_ERROR_LEN 256
+
+typedef struct CleanupStatus
+{
+	Oid			dbid;			/* InvalidOid: free slot */
+	TimestampTz last_start;		/* last pass of the worker in this database */
+	TimestampTz last_end;
+	int64		last_deleted;	/* rows deleted by the last pass */
+	int64		total_deleted;	/* since the server started */
+	int32		failures;		/* consecutive failed passes */
+	TimestampTz next_run;		/* no pass before this (backoff) */
+	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
+} CleanupStatus;
+
+typedef struct IdempotencySharedState
+{
+	LWLock	   *lock;			/* guards everything below */
+	CleanupStatus cleanup[IDEMPOTENCY_MAX_DATABASES];
+} IdempotencySharedState;
+
+extern IdempotencySharedState *IdempotencyShared;
+extern void IdempotencyShmemInit(void);
+extern CleanupStatus *CleanupStatusFor(Oid dbid);
+
+/* worker.c */
+extern void IdempotencyWorkerRegister(void);
 
 /* key.c */
 extern text *IdempotencyKeyFromBytes(const char *str, int len);
@@ -60,6 +96,7 @@ typedef enum RegistryStmt
 	RS_TAKEOVER,				/* take over a claim whose lease ran out */
 	RS_FINISH,					/* store the response of a live claim */
 	RS_ABANDON,					/* drop a live claim */
+	RS_CLEANUP,					/* delete a batch of expired records */
 	RS_NUM_STMTS
 } RegistryStmt;
 

@@ -140,6 +140,23 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID, INT4OID},
 		SPI_OK_DELETE
 	},
+
+	/*
+	 * $1 now, $2 batch size.  The oldest expired records first, through the
+	 * expires_at index; SKIP LOCKED passes over any record a live transaction
+	 * is changing (a claim being taken over, say), so the cleanup never
+	 * waits for the application nor removes what it holds.
+	 */
+	[RS_CLEANUP] = {
+		"DELETE FROM idempotency.registry AS r"
+		" USING (SELECT e.key, e.scope, e.owner FROM idempotency.registry AS e"
+		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+		" WHERE r.key OPERATOR(idempotency.=) x.key"
+		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
+		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+	},
 };
 
 typedef struct RegistryCache

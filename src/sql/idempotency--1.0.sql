@@ -219,6 +219,9 @@ CREATE TABLE idempotency.registry (
 	CONSTRAINT registry_pkey PRIMARY KEY (key, scope, owner)
 ) WITH (fillfactor = 80);
 
+-- the cleanup's way to the oldest expired records
+CREATE INDEX registry_expires_at_idx ON idempotency.registry (expires_at);
+
 COMMENT ON TABLE idempotency.registry IS
 'idempotency records; read your own through idempotency.my_records';
 
@@ -285,6 +288,47 @@ COMMENT ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.t
 REVOKE ALL ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+--
+-- Expiry: the cleanup function and the background worker's status
+--
+
+CREATE FUNCTION idempotency.cleanup(batch_size pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'idempotency_cleanup'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.cleanup(pg_catalog.int4) IS
+'delete one batch of expired records, oldest first; returns how many';
+
+REVOKE ALL ON FUNCTION idempotency.cleanup(pg_catalog.int4) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.cleanup_status(OUT dbid pg_catalog.oid,
+										   OUT last_start pg_catalog.timestamptz,
+										   OUT last_end pg_catalog.timestamptz,
+										   OUT last_deleted pg_catalog.int8,
+										   OUT total_deleted pg_catalog.int8,
+										   OUT failures pg_catalog.int4,
+										   OUT next_run pg_catalog.timestamptz,
+										   OUT last_error pg_catalog.text)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_cleanup_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+REVOKE ALL ON FUNCTION idempotency.cleanup_status() FROM PUBLIC;
+
+CREATE VIEW idempotency.cleanup_status AS
+	SELECT d.datname, s.last_start, s.last_end, s.last_deleted, s.total_deleted,
+		   s.failures, s.next_run, s.last_error
+	  FROM idempotency.cleanup_status() AS s
+	  JOIN pg_catalog.pg_database AS d ON d.oid OPERATOR(pg_catalog.=) s.dbid;
+
+COMMENT ON VIEW idempotency.cleanup_status IS
+'the background cleanup, per database: last pass, rows deleted, last error';
+
+REVOKE ALL ON TABLE idempotency.cleanup_status FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.cleanup_status TO pg_monitor;
+GRANT EXECUTE ON FUNCTION idempotency.cleanup_status() TO pg_monitor;
 
 --
 -- Granting the API to application roles

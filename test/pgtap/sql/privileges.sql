@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_app;
@@ -27,6 +27,10 @@ SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['idempotency.
 	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on idempotent_begin');
 SELECT function_privs_are('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'],
 	'regress_nobody', ARRAY['EXECUTE'], 'pure functions of the key type stay open to all');
+SELECT function_privs_are('idempotency', 'cleanup', ARRAY['integer'],
+	'regress_app', ARRAY[]::text[], 'cleanup() is for administrators only, even for granted roles');
+SELECT table_privs_are('idempotency', 'cleanup_status', 'regress_nobody', ARRAY[]::text[], 'cleanup_status is not open to PUBLIC');
+SELECT table_privs_are('idempotency', 'cleanup_status', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor may read cleanup_status');
 SELECT schema_privs_are('idempotency', 'regress_nobody', ARRAY['USAGE'], 'everyone may use the key type''s schema');
 
 -- search_path: every function that is not C sets it; C functions use only

@@ -1,0 +1,42 @@
+--
+-- idempotency.cleanup(): one batch of expired records, oldest first; and the
+-- cleanup_status view.  The background worker is off in this suite
+-- (test/idempotency.conf); test/t/002_cleanup_worker.pl tests it.
+--
+SET search_path = public;
+
+SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
+SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
+UPDATE idempotency.registry SET expires_at = now() - (i || ' minutes')::interval
+  FROM generate_series(1, 5) AS i WHERE key = ('old-' || i)::idempotency.key;
+
+-- the oldest first: old-5 expired longest ago
+SELECT idempotency.cleanup(2);
+SELECT key FROM idempotency.registry WHERE key::text LIKE 'old-%' ORDER BY key;
+SELECT idempotency.cleanup();
+SELECT idempotency.cleanup();
+SELECT count(*) AS live_left FROM idempotency.registry WHERE key::text LIKE 'live-%';
+
+-- bad batch sizes
+SELECT idempotency.cleanup(0);
+SELECT idempotency.cleanup(-1);
+
+-- only administrators may clean, and only pg_monitor may watch
+CREATE ROLE regress_cleaner;
+CREATE ROLE regress_watcher IN ROLE pg_monitor;
+SET ROLE regress_cleaner;
+SELECT idempotency.cleanup();
+SELECT * FROM idempotency.cleanup_status;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION idempotency.cleanup(integer) TO regress_cleaner;
+SET ROLE regress_cleaner;
+SELECT idempotency.cleanup();
+RESET ROLE;
+SET ROLE regress_watcher;
+SELECT count(*) >= 0 AS can_read FROM idempotency.cleanup_status;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION idempotency.cleanup(integer) FROM regress_cleaner;
+DROP ROLE regress_cleaner, regress_watcher;
+
+TRUNCATE idempotency.registry;
+RESET search_path;

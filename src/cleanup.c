@@ -1,0 +1,113 @@
+/*-------------------------------------------------------------------------
+ *
+ * cleanup.c
+ *	  idempotency.cleanup(): delete one batch of expired records.
+ *
+ * This is the one code path for removing expired records: the background
+ * worker (worker.c) calls it through SQL, batch after batch, each in its
+ * own transaction; an administrator may call it by hand, and must on a
+ * server where the library is not preloaded.  A record past its expires_at
+ * already counts as absent for idempotent_begin, so cleaning late is never
+ * wrong, only wasteful.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/cleanup.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "idempotency.h"
+
+PG_FUNCTION_INFO_V1(idempotency_cleanup);
+
+/*
+ * idempotency_cleanup
+ *		cleanup(batch_size): delete up to batch_size expired records (the
+ *		oldest first) and return how many went.  NULL batch_size means
+ *		idempotency.cleanup_batch_size.
+ */
+Datum
+idempotency_cleanup(PG_FUNCTION_ARGS)
+{
+	RegistryCall call;
+	int32		batch_size = idempotency_cleanup_batch_size;
+	Datum		values[2];
+	uint64		deleted;
+
+	if (!PG_ARGISNULL(0))
+		batch_size = PG_GETARG_INT32(0);
+	if (batch_size <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_size must be greater than zero")));
+
+	RegistryCallBegin(&call);
+	values[0] = TimestampTzGetDatum(call.now);
+	values[1] = Int32GetDatum(batch_size);
+	deleted = RegistryExecute(RS_CLEANUP, values, NULL);
+	RegistryCallEnd(&call);
+
+	PG_RETURN_INT64((int64) deleted);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_cleanup_status);
+
+/*
+ * idempotency_cleanup_status
+ *		The background cleanup's status per database, from shared memory.
+ *		Without shared memory (the library not preloaded) there is nothing to
+ *		show: a notice says why, and no row comes back.
+ */
+Datum
+idempotency_cleanup_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CleanupStatus *copy;
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	if (IdempotencyShared == NULL)
+	{
+		ereport(NOTICE,
+				(errmsg("background cleanup is not running because \"idempotency\" is not in \"shared_preload_libraries\""),
+				 errhint("Call idempotency.cleanup() to remove expired records by hand.")));
+		return (Datum) 0;
+	}
+
+	copy = palloc(sizeof(CleanupStatus) * IDEMPOTENCY_MAX_DATABASES);
+	LWLockAcquire(IdempotencyShared->lock, LW_SHARED);
+	for (int i = 0; i < IDEMPOTENCY_MAX_DATABASES; i++)
+		if (IdempotencyShared->cleanup[i].dbid != InvalidOid)
+			copy[n++] = IdempotencyShared->cleanup[i];
+	LWLockRelease(IdempotencyShared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[8];
+		bool		nulls[8] = {0};
+
+		values[0] = ObjectIdGetDatum(copy[i].dbid);
+		values[1] = TimestampTzGetDatum(copy[i].last_start);
+		nulls[1] = copy[i].last_start == 0;
+		values[2] = TimestampTzGetDatum(copy[i].last_end);
+		nulls[2] = copy[i].last_end == 0;
+		values[3] = Int64GetDatum(copy[i].last_deleted);
+		values[4] = Int64GetDatum(copy[i].total_deleted);
+		values[5] = Int32GetDatum(copy[i].failures);
+		values[6] = TimestampTzGetDatum(copy[i].next_run);
+		nulls[6] = copy[i].next_run == 0;
+		values[7] = CStringGetTextDatum(copy[i].last_error);
+		nulls[7] = copy[i].last_error[0] == '\0';
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

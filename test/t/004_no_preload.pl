@@ -1,0 +1,38 @@
+# Without shared_preload_libraries: the registry and the manual cleanup work,
+# no launcher runs, and cleanup_status says why it is empty instead of failing.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('plain');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+is($node->safe_psql('postgres', q{
+	SELECT outcome FROM idempotency.idempotent_begin('k');
+	SELECT idempotency.idempotent_finish('k', '{"ok": true}');
+	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('k');
+}), "execute\n\nreplay {\"ok\": true}", 'begin, finish and replay work without preloading');
+
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'idempotency%'}),
+	'0', 'no launcher runs');
+
+my ($ret, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM idempotency.cleanup_status');
+is($ret, 0, 'cleanup_status does not fail');
+is($out, '0', 'it has no rows');
+like($err, qr/background cleanup is not running because "idempotency" is not in "shared_preload_libraries"/,
+	'and a notice says why');
+
+$node->safe_psql('postgres',
+	q{UPDATE idempotency.registry SET expires_at = now() - interval '1 minute'});
+is($node->safe_psql('postgres', 'SELECT idempotency.cleanup()'), '1',
+	'cleanup() by hand is the way to remove expired records');
+
+$node->stop;
+done_testing();
