@@ -39,6 +39,9 @@ int			idempotency_cleanup_batch_size = 10000;
 int			idempotency_cleanup_max_rows_per_second = 0;
 char	   *idempotency_cleanup_role = NULL;
 
+/* How long state history rows are kept, in seconds. */
+int			idempotency_history_ttl = 30 * 24 * 3600;
+
 void		_PG_init(void);
 
 /*
@@ -102,6 +105,17 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotency.history_ttl",
+							"Sets how long state history rows are kept before the cleanup removes them.",
+							NULL,
+							&idempotency_history_ttl,
+							30 * 24 * 3600,
+							1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	IdempotencyReserveGUCPrefix("idempotency");
 

@@ -37,12 +37,19 @@
 #define ERRCODE_IDEMPOTENCY_ALREADY_FINISHED	MAKE_SQLSTATE('I','K','0','0','3')
 #define ERRCODE_IDEMPOTENCY_STALE_ATTEMPT		MAKE_SQLSTATE('I','K','0','0','4')
 
+/*
+ * Custom SQLSTATEs, class "IS" (idempotency state machine): IS001 -> 409.
+ */
+#define ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED	MAKE_SQLSTATE('I','S','0','0','1')
+#define ERRCODE_IDEMPOTENCY_UNKNOWN_STATE		MAKE_SQLSTATE('I','S','0','0','2')
+
 /* GUCs (idempotency.c) */
 extern int	idempotency_max_response_size;
 extern int	idempotency_cleanup_interval;
 extern int	idempotency_cleanup_batch_size;
 extern int	idempotency_cleanup_max_rows_per_second;
 extern char *idempotency_cleanup_role;
+extern int	idempotency_history_ttl;
 
 /*
  * shmem.c: shared state, present only when the library is preloaded.
@@ -72,6 +79,26 @@ extern IdempotencySharedState *IdempotencyShared;
 extern void IdempotencyShmemInit(void);
 extern CleanupStatus *CleanupStatusFor(Oid dbid);
 
+/*
+ * statemachine.c: per-backend cache of state machine definitions.
+ */
+typedef struct StateMachine
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	bool		valid;
+	int			nstates;
+	char	  **states;			/* state names, in definition order */
+	int		   *state_lens;
+	bool	   *initial;		/* [nstates] */
+	bool	   *allowed;		/* [from * nstates + to] */
+	MemoryContext cxt;			/* holds all of the above */
+} StateMachine;
+
+extern uint64 StateMachineCacheGeneration;
+extern StateMachine *StateMachineLookup(const char *name);
+extern int	StateMachineFindState(StateMachine *machine, const char *state, int len);
+extern char *StateMachineAllowedList(StateMachine *machine, int from);
+
 /* worker.c */
 extern void IdempotencyWorkerRegister(void);
 
@@ -97,6 +124,8 @@ typedef enum RegistryStmt
 	RS_FINISH,					/* store the response of a live claim */
 	RS_ABANDON,					/* drop a live claim */
 	RS_CLEANUP,					/* delete a batch of expired records */
+	RS_HISTORY_INSERT,			/* record a state change */
+	RS_HISTORY_CLEANUP,			/* delete a batch of expired history */
 	RS_NUM_STMTS
 } RegistryStmt;
 

@@ -52,7 +52,7 @@
 /* Stands for the key type's OID in the argument lists below. */
 #define KEYTYPE_PLACEHOLDER InvalidOid
 
-#define REGISTRY_MAX_ARGS 7
+#define REGISTRY_MAX_ARGS 8
 
 typedef struct RegistryStmtDef
 {
@@ -155,6 +155,27 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" WHERE r.key OPERATOR(idempotency.=) x.key"
 		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+	},
+
+	[RS_HISTORY_INSERT] = {
+		"INSERT INTO idempotency.state_history"
+		" (table_name, row_key, from_state, to_state, changed_at, xid, role, expires_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+		8, {TEXTOID, JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, XID8OID, TEXTOID,
+		TIMESTAMPTZOID}, SPI_OK_INSERT
+	},
+
+	/*
+	 * History rows have no natural key, so this one goes by ctid: a plain
+	 * server's fastest way, and history is optional and node-local anyway.
+	 */
+	[RS_HISTORY_CLEANUP] = {
+		"DELETE FROM idempotency.state_history AS h"
+		" WHERE h.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"   SELECT e.ctid FROM idempotency.state_history AS e"
+		"    WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"    ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
 	},
 };

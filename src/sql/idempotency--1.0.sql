@@ -331,6 +331,257 @@ GRANT SELECT ON TABLE idempotency.cleanup_status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION idempotency.cleanup_status() TO pg_monitor;
 
 --
+-- State machines: definitions, the transition checker and its history
+--
+
+/*
+ * One row per machine.  Readable by everyone (definitions are rules, not
+ * secrets, and every backend's trigger cache reads them as the user whose
+ * write fires the trigger); written only through define_state_machine and
+ * drop_state_machine.  A statement trigger tells every backend's cache when
+ * a definition changes.
+ */
+CREATE TABLE idempotency.state_machines (
+	name		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	transitions pg_catalog.jsonb NOT NULL,
+	initial		pg_catalog.text[] NOT NULL,
+	updated_at	pg_catalog.timestamptz NOT NULL,
+	CONSTRAINT state_machines_pkey PRIMARY KEY (name)
+);
+
+COMMENT ON TABLE idempotency.state_machines IS
+'state machine definitions; change them with define_state_machine and drop_state_machine';
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.state_machines', '');
+REVOKE ALL ON TABLE idempotency.state_machines FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.state_machines TO PUBLIC;
+
+CREATE FUNCTION idempotency.state_machines_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idempotency_state_machines_changed'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION idempotency.state_machines_changed() FROM PUBLIC;
+
+CREATE TRIGGER state_machines_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.state_machines
+	FOR EACH STATEMENT EXECUTE FUNCTION idempotency.state_machines_changed();
+
+/*
+ * define_state_machine(name, transitions, initial): validate and store a
+ * definition, replacing any earlier one in one statement.  SECURITY DEFINER
+ * so that a role granted this function needs no privilege on the table, and
+ * cannot store a definition that has not been validated here.
+ */
+CREATE FUNCTION idempotency.define_state_machine(name pg_catalog.text,
+												 transitions pg_catalog.jsonb,
+												 initial pg_catalog.text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	from_state text;
+	targets jsonb;
+	target jsonb;
+	states text[] := '{}';
+	incoming text[] := '{}';
+	start_states text[] := initial;
+	s text;
+BEGIN
+	IF name IS NULL OR name = '' THEN
+		RAISE EXCEPTION 'state machine name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF octet_length(name) > 63 THEN
+		RAISE EXCEPTION 'state machine name "%" is too long', name
+			USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Names are at most 63 bytes long.';
+	END IF;
+	IF transitions IS NULL OR jsonb_typeof(transitions) <> 'object' OR transitions = '{}' THEN
+		RAISE EXCEPTION 'transitions of state machine "%" must be a non-empty JSON object', name
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Map each state to the array of states it may move to, as in {"created": ["paid"], "paid": []}.';
+	END IF;
+
+	FOR from_state, targets IN SELECT e.key, e.value FROM jsonb_each(transitions) AS e LOOP
+		IF from_state = '' THEN
+			RAISE EXCEPTION 'state machine "%" has an empty state name', name USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		IF jsonb_typeof(targets) <> 'array' THEN
+			RAISE EXCEPTION 'transitions from state "%" of state machine "%" must be a JSON array', from_state, name
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = format('Found %s.', targets);
+		END IF;
+		IF NOT from_state = ANY (states) THEN
+			states := states || from_state;
+		END IF;
+		FOR target IN SELECT e.value FROM jsonb_array_elements(targets) AS e LOOP
+			IF jsonb_typeof(target) <> 'string' OR target #>> '{}' = '' THEN
+				RAISE EXCEPTION 'transitions from state "%" of state machine "%" must name states as non-empty strings', from_state, name
+					USING ERRCODE = 'invalid_parameter_value', DETAIL = format('Found %s.', target);
+			END IF;
+			s := target #>> '{}';
+			IF NOT s = ANY (states) THEN
+				states := states || s;
+			END IF;
+			IF NOT s = ANY (incoming) THEN
+				incoming := incoming || s;
+			END IF;
+		END LOOP;
+	END LOOP;
+
+	IF start_states IS NULL THEN
+		SELECT coalesce(array_agg(u.st ORDER BY u.ord), '{}') INTO start_states
+		  FROM unnest(states) WITH ORDINALITY AS u(st, ord)
+		 WHERE NOT u.st = ANY (incoming);
+		IF cardinality(start_states) = 0 THEN
+			RAISE EXCEPTION 'state machine "%" has no initial state', name
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = 'Every state has a transition into it.',
+					  HINT = 'Name the initial states in the third argument.';
+		END IF;
+	ELSE
+		IF cardinality(start_states) = 0 OR array_position(start_states, NULL) IS NOT NULL THEN
+			RAISE EXCEPTION 'initial states of state machine "%" must be a non-empty array without nulls', name
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		FOREACH s IN ARRAY start_states LOOP
+			IF NOT s = ANY (states) THEN
+				RAISE EXCEPTION 'initial state "%" is not a state of state machine "%"', s, name
+					USING ERRCODE = 'invalid_parameter_value',
+						  DETAIL = format('Its states are %s.', array_to_string(states, ', '));
+			END IF;
+		END LOOP;
+	END IF;
+
+	INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)
+	VALUES (define_state_machine.name, define_state_machine.transitions, start_states, now())
+	ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE
+	   SET transitions = excluded.transitions, initial = excluded.initial, updated_at = excluded.updated_at;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) IS
+'define or replace a state machine: each state mapped to the states it may move to';
+
+REVOKE ALL ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) FROM PUBLIC;
+
+/*
+ * drop_state_machine(name): refused while a check_transition trigger names
+ * the machine, so that no table is left with a trigger that fails every row.
+ */
+CREATE FUNCTION idempotency.drop_state_machine(name pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	user_trigger record;
+BEGIN
+	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
+	  FROM pg_trigger AS t
+	 WHERE t.tgfoid = 'idempotency.check_transition()'::regprocedure
+	   AND t.tgparentid = 0
+	   AND t.tgnargs > 0
+	   AND convert_from(substring(t.tgargs FROM 1 FOR position('\x00'::bytea IN t.tgargs) - 1),
+						getdatabaseencoding()) = drop_state_machine.name
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'cannot drop state machine "%" because trigger "%" on table % uses it',
+			name, user_trigger.tgname, user_trigger.rel
+			USING ERRCODE = 'dependent_objects_still_exist',
+				  HINT = 'Drop the trigger first.';
+	END IF;
+	DELETE FROM idempotency.state_machines AS m WHERE m.name = drop_state_machine.name;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'state machine "%" does not exist', name USING ERRCODE = 'undefined_object';
+	END IF;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.transition_allowed(machine pg_catalog.text,
+											   from_state pg_catalog.text,
+											   to_state pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_transition_allowed'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION idempotency.transition_allowed(pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+'whether check_transition lets a row move from one state to another (staying is allowed)';
+
+/* a machine's transitions, one row each; an error for an unknown machine */
+CREATE FUNCTION idempotency.state_machine_transitions(machine pg_catalog.text,
+													  OUT from_state pg_catalog.text,
+													  OUT to_state pg_catalog.text,
+													  OUT from_initial pg_catalog.bool)
+RETURNS SETOF pg_catalog.record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM idempotency.state_machines AS m WHERE m.name = machine) THEN
+		RAISE EXCEPTION 'state machine "%" does not exist', machine USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN QUERY
+		SELECT f.key, t.value, f.key = ANY (m.initial)
+		  FROM idempotency.state_machines AS m,
+			   jsonb_each(m.transitions) AS f,
+			   jsonb_array_elements_text(f.value) AS t
+		 WHERE m.name = machine
+		 ORDER BY 1, 2;
+END;
+$$;
+
+CREATE FUNCTION idempotency.check_transition()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idempotency_check_transition'
+LANGUAGE C;
+
+COMMENT ON FUNCTION idempotency.check_transition() IS
+'BEFORE INSERT OR UPDATE ... FOR EACH ROW trigger: check_transition(machine, state_column)';
+
+/*
+ * State history: who moved which row from where to where, and when.  Row-
+ * level security shows a row only to roles that may read the table it
+ * describes.  No primary key: history has no natural one (SCALE_OUT.md
+ * rule 7 forbids inventing one with a serial).
+ */
+CREATE TABLE idempotency.state_history (
+	table_name	pg_catalog.text NOT NULL,
+	row_key		pg_catalog.jsonb NOT NULL,
+	from_state	pg_catalog.text,
+	to_state	pg_catalog.text NOT NULL,
+	changed_at	pg_catalog.timestamptz NOT NULL,
+	xid			pg_catalog.xid8 NOT NULL,
+	role		pg_catalog.text NOT NULL,
+	expires_at	pg_catalog.timestamptz NOT NULL
+);
+
+CREATE INDEX state_history_row_idx ON idempotency.state_history (table_name, row_key);
+CREATE INDEX state_history_expires_at_idx ON idempotency.state_history (expires_at);
+
+COMMENT ON TABLE idempotency.state_history IS
+'state changes recorded by record_transition triggers; kept for idempotency.history_ttl';
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.state_history', '');
+ALTER TABLE idempotency.state_history ENABLE ROW LEVEL SECURITY;
+CREATE POLICY state_history_readers ON idempotency.state_history FOR SELECT
+	USING (pg_catalog.has_table_privilege(pg_catalog.to_regclass(table_name), 'SELECT'));
+REVOKE ALL ON TABLE idempotency.state_history FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.state_history TO PUBLIC;
+
+CREATE FUNCTION idempotency.record_transition()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idempotency_record_transition'
+LANGUAGE C;
+
+COMMENT ON FUNCTION idempotency.record_transition() IS
+'AFTER INSERT OR UPDATE ... FOR EACH ROW trigger: record_transition(state_column) writes state_history';
+
+--
 -- Granting the API to application roles
 --
 

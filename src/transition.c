@@ -1,0 +1,357 @@
+/*-------------------------------------------------------------------------
+ *
+ * transition.c
+ *	  The transition checker, idempotency.check_transition(machine, column):
+ *	  a BEFORE INSERT OR UPDATE ... FOR EACH ROW trigger; and
+ *	  state_machines_changed, which tells every backend that a definition
+ *	  changed.
+ *
+ * Per row the checker does no SQL and no catalog lookup: the machine comes
+ * from the per-backend cache (statemachine.c), and what it needs about the
+ * trigger and the column is kept in fn_extra for the statement.  An update
+ * that leaves the state unchanged (the idempotent repeat) is recognised
+ * before the machine is even looked at.  The trigger depends only on OLD,
+ * NEW, its arguments and the cached definitions, and writes nothing, so it
+ * can run on every shard of a distributed table (SCALE_OUT.md rule 8).
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/transition.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_enum.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "idempotency.h"
+
+/* How the state column's values are read. */
+typedef enum StateColumnKind
+{
+	STATE_TEXT,					/* text or varchar: the bytes themselves */
+	STATE_ENUM,					/* an enum: the label of the value's OID */
+	STATE_OTHER					/* anything else: its output function */
+} StateColumnKind;
+
+/* Enum labels seen so far, so that each is looked up once per statement. */
+#define ENUM_CACHE_SIZE 32
+
+typedef struct TransitionTriggerCache
+{
+	Oid			tgoid;			/* the trigger this was built for */
+	AttrNumber	attnum;
+	StateColumnKind kind;
+	FmgrInfo	outfunc;		/* STATE_OTHER */
+	int			nenum;
+	Oid			enum_oids[ENUM_CACHE_SIZE];
+	char	   *enum_labels[ENUM_CACHE_SIZE];
+	uint64		generation;		/* of the machine cache when machine was set */
+	StateMachine *machine;
+} TransitionTriggerCache;
+
+/*
+ * transition_trigger_cache
+ *		fn_extra for this trigger, built on its first row in a statement.
+ */
+static TransitionTriggerCache *
+transition_trigger_cache(FunctionCallInfo fcinfo, TriggerData *trigdata)
+{
+	TransitionTriggerCache *cache = fcinfo->flinfo->fn_extra;
+	Trigger    *trigger = trigdata->tg_trigger;
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	Oid			typid;
+	char		typtype;
+
+	if (cache != NULL && cache->tgoid == trigger->tgoid)
+		return cache;
+
+	if (trigger->tgnargs != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: trigger \"%s\" must have two arguments, the state machine and the state column",
+						trigger->tgname)));
+
+	cache = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TransitionTriggerCache));
+	cache->tgoid = trigger->tgoid;
+	cache->attnum = SPI_fnumber(tupdesc, trigger->tgargs[1]);
+	if (cache->attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						trigger->tgargs[1], RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("Trigger \"%s\" names it as the state column.", trigger->tgname)));
+
+	typid = TupleDescAttr(tupdesc, cache->attnum - 1)->atttypid;
+	typtype = get_typtype(typid);
+	if (typid == TEXTOID || typid == VARCHAROID)
+		cache->kind = STATE_TEXT;
+	else if (typtype == TYPTYPE_ENUM)
+		cache->kind = STATE_ENUM;
+	else
+	{
+		Oid			outfunc;
+		bool		isvarlena;
+
+		cache->kind = STATE_OTHER;
+		getTypeOutputInfo(typid, &outfunc, &isvarlena);
+		fmgr_info_cxt(outfunc, &cache->outfunc, fcinfo->flinfo->fn_mcxt);
+	}
+
+	fcinfo->flinfo->fn_extra = cache;
+	return cache;
+}
+
+/*
+ * transition_machine
+ *		The trigger's machine, looked up again only after an invalidation.
+ */
+static StateMachine *
+transition_machine(TransitionTriggerCache *cache, TriggerData *trigdata)
+{
+	if (cache->machine == NULL || cache->generation != StateMachineCacheGeneration)
+	{
+		cache->machine = StateMachineLookup(trigdata->tg_trigger->tgargs[0]);
+		cache->generation = StateMachineCacheGeneration;
+	}
+	return cache->machine;
+}
+
+/*
+ * transition_enum_label
+ *		The label of an enum value, remembered for the statement.
+ */
+static const char *
+transition_enum_label(TransitionTriggerCache *cache, Oid value, MemoryContext cxt)
+{
+	HeapTuple	tup;
+	char	   *label;
+
+	for (int i = 0; i < cache->nenum; i++)
+		if (cache->enum_oids[i] == value)
+			return cache->enum_labels[i];
+
+	tup = SearchSysCache1(ENUMOID, ObjectIdGetDatum(value));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for enum %u", value);
+	label = MemoryContextStrdup(cxt, NameStr(((Form_pg_enum) GETSTRUCT(tup))->enumlabel));
+	ReleaseSysCache(tup);
+
+	if (cache->nenum < ENUM_CACHE_SIZE)
+	{
+		cache->enum_oids[cache->nenum] = value;
+		cache->enum_labels[cache->nenum] = label;
+		cache->nenum++;
+	}
+	return label;
+}
+
+/*
+ * transition_state
+ *		A state value as bytes (*str, *len).
+ */
+static void
+transition_state(TransitionTriggerCache *cache, Datum value, MemoryContext cxt,
+				 const char **str, int *len)
+{
+	switch (cache->kind)
+	{
+		case STATE_TEXT:
+			{
+				text	   *t = DatumGetTextPP(value);
+
+				*str = VARDATA_ANY(t);
+				*len = VARSIZE_ANY_EXHDR(t);
+				break;
+			}
+		case STATE_ENUM:
+			*str = transition_enum_label(cache, DatumGetObjectId(value), cxt);
+			*len = strlen(*str);
+			break;
+		case STATE_OTHER:
+			*str = OutputFunctionCall(&cache->outfunc, value);
+			*len = strlen(*str);
+			break;
+	}
+}
+
+/*
+ * transition_find
+ *		The index of a state in the machine; an error if it is not one.
+ */
+static int
+transition_find(StateMachine *machine, TriggerData *trigdata, AttrNumber attnum,
+				const char *str, int len)
+{
+	int			idx = StateMachineFindState(machine, str, len);
+
+	if (idx < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_UNKNOWN_STATE),
+				 errmsg("\"%s\" is not a state of state machine \"%s\"",
+						pnstrdup(str, len), machine->name),
+				 errtablecol(trigdata->tg_relation, attnum)));
+	return idx;
+}
+
+/*
+ * transition_require_initial
+ *		A new row (or a row whose state was NULL) must start in an initial
+ *		state.
+ */
+static void
+transition_require_initial(StateMachine *machine, TriggerData *trigdata,
+						   AttrNumber attnum, int to)
+{
+	StringInfoData initial;
+
+	if (machine->initial[to])
+		return;
+
+	initStringInfo(&initial);
+	for (int i = 0; i < machine->nstates; i++)
+		if (machine->initial[i])
+			appendStringInfo(&initial, "%s\"%s\"", initial.len > 0 ? ", " : "",
+							 machine->states[i]);
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED),
+			 errmsg("\"%s\" is not an initial state of state machine \"%s\"",
+					machine->states[to], machine->name),
+			 errdetail("Initial states: %s.", initial.data),
+			 errtablecol(trigdata->tg_relation, attnum)));
+}
+
+PG_FUNCTION_INFO_V1(idempotency_check_transition);
+
+/*
+ * idempotency_check_transition
+ *		check_transition(machine, column)
+ */
+Datum
+idempotency_check_transition(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TransitionTriggerCache *cache;
+	TupleDesc	tupdesc;
+	HeapTuple	newtuple;
+	Datum		newval;
+	bool		newnull;
+	StateMachine *machine;
+	const char *newstr;
+	int			newlen;
+	int			to;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be called as trigger")));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired for each row")));
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired before the event")));
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		newtuple = trigdata->tg_trigtuple;
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		newtuple = trigdata->tg_newtuple;
+	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired for INSERT or UPDATE")));
+	else
+		elog(ERROR, "check_transition: unrecognized operation");
+
+	cache = transition_trigger_cache(fcinfo, trigdata);
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	newval = heap_getattr(newtuple, cache->attnum, tupdesc, &newnull);
+
+	if (newnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in state column \"%s\" of relation \"%s\"",
+						trigdata->tg_trigger->tgargs[1],
+						RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("State machine \"%s\" has no null state.", trigdata->tg_trigger->tgargs[0]),
+				 errtablecol(trigdata->tg_relation, cache->attnum)));
+
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		bool		oldnull;
+		Datum		oldval = heap_getattr(trigdata->tg_trigtuple, cache->attnum, tupdesc, &oldnull);
+
+		if (!oldnull)
+		{
+			const char *oldstr;
+			int			oldlen;
+			int			from;
+
+			/* the repeat: the state stays as it is, nothing to check */
+			if (cache->kind == STATE_ENUM && oldval == newval)
+				return PointerGetDatum(newtuple);
+			transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
+			transition_state(cache, oldval, fcinfo->flinfo->fn_mcxt, &oldstr, &oldlen);
+			if (oldlen == newlen && memcmp(oldstr, newstr, newlen) == 0)
+				return PointerGetDatum(newtuple);
+
+			machine = transition_machine(cache, trigdata);
+			from = transition_find(machine, trigdata, cache->attnum, oldstr, oldlen);
+			to = transition_find(machine, trigdata, cache->attnum, newstr, newlen);
+			if (!machine->allowed[from * machine->nstates + to])
+			{
+				char	   *allowed = StateMachineAllowedList(machine, from);
+
+				ereport(ERROR,
+						(errcode(ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED),
+						 errmsg("transition from \"%s\" to \"%s\" is not allowed by state machine \"%s\"",
+								machine->states[from], machine->states[to], machine->name),
+						 allowed[0] != '\0' ?
+						 errdetail("Allowed from \"%s\": %s.", machine->states[from], allowed) :
+						 errdetail("No transition leaves \"%s\".", machine->states[from]),
+						 errtablecol(trigdata->tg_relation, cache->attnum)));
+			}
+			return PointerGetDatum(newtuple);
+		}
+	}
+
+	/* a new row, or a row that had no state yet: start in an initial state */
+	transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
+	machine = transition_machine(cache, trigdata);
+	to = transition_find(machine, trigdata, cache->attnum, newstr, newlen);
+	transition_require_initial(machine, trigdata, cache->attnum, to);
+	return PointerGetDatum(newtuple);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_state_machines_changed);
+
+/*
+ * idempotency_state_machines_changed
+ *		AFTER ... FOR EACH STATEMENT on idempotency.state_machines: a relcache
+ *		invalidation of the table reaches every backend at commit (and this
+ *		one at once), and each drops its cached machines.
+ */
+Datum
+idempotency_state_machines_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("state_machines_changed: must be called as trigger")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}
