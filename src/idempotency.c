@@ -36,7 +36,7 @@ int			idempotency_cleanup_interval = 60;
 int			idempotency_cleanup_batch_size = 10000;
 
 /* ... at most this many rows a second (0: no cap), as this role. */
-int			idempotency_cleanup_max_rows_per_second = 0;
+int			idempotency_cleanup_max_rows_per_second = 10000;
 char	   *idempotency_cleanup_role = NULL;
 
 /* How long state history rows are kept, in seconds. */
@@ -89,7 +89,7 @@ _PG_init(void)
 							"Sets the most expired records the background cleanup deletes per second.",
 							"Zero means no limit.",
 							&idempotency_cleanup_max_rows_per_second,
-							0,
+							10000,
 							0,
 							INT_MAX,
 							PGC_SIGHUP,
