@@ -121,6 +121,17 @@ api_scope(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * api_attempt
+ *		The optional attempt argument as a statement parameter.
+ */
+static void
+api_attempt(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
+{
+	*value = PG_ARGISNULL(argno) ? (Datum) 0 : PG_GETARG_DATUM(argno);
+	*null = PG_ARGISNULL(argno) ? 'n' : ' ';
+}
+
+/*
  * api_add_interval
  *		ts + iv, with timestamptz's own overflow error.
  */
@@ -474,9 +485,11 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
  *		with the SQLSTATE that tells the caller what to do about it.
  */
 static void
-api_explain_miss(RegistryCall *call, Datum scope, Datum key, bool attempt_given,
-				 int32 attempt)
+api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value,
+				 char attempt_null)
 {
+	bool		attempt_given = attempt_null != 'n';
+	int32		attempt = attempt_given ? DatumGetInt32(attempt_value) : 0;
 	Datum		values[3] = {call->owner, scope, key};
 	HeapTuple	row;
 	TupleDesc	desc;
@@ -568,12 +581,10 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	values[2] = key;
 	values[3] = CStringGetTextDatum(failed ? "failed" : "completed");
 	values[5] = TimestampTzGetDatum(call.now);
-	values[6] = PG_ARGISNULL(3) ? (Datum) 0 : Int32GetDatum(PG_GETARG_INT32(3));
-	nulls[6] = PG_ARGISNULL(3) ? 'n' : ' ';
+	api_attempt(fcinfo, 3, &values[6], &nulls[6]);
 
 	if (RegistryExecute(RS_FINISH, values, nulls) == 0)
-		api_explain_miss(&call, scope, key, !PG_ARGISNULL(3),
-						 PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3));
+		api_explain_miss(&call, scope, key, values[6], nulls[6]);
 
 	RegistryCallEnd(&call);
 	PG_RETURN_VOID();
@@ -606,12 +617,10 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	values[1] = scope;
 	values[2] = key;
 	values[3] = TimestampTzGetDatum(call.now);
-	values[4] = PG_ARGISNULL(2) ? (Datum) 0 : Int32GetDatum(PG_GETARG_INT32(2));
-	nulls[4] = PG_ARGISNULL(2) ? 'n' : ' ';
+	api_attempt(fcinfo, 2, &values[4], &nulls[4]);
 
 	if (RegistryExecute(RS_ABANDON, values, nulls) == 0)
-		api_explain_miss(&call, scope, key, !PG_ARGISNULL(2),
-						 PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2));
+		api_explain_miss(&call, scope, key, values[4], nulls[4]);
 
 	RegistryCallEnd(&call);
 	PG_RETURN_VOID();

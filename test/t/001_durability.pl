@@ -75,6 +75,16 @@ $node->safe_psql('postgres', q{
 	SELECT outcome FROM idempotency.idempotent_begin('app-key', scope => 'orders');
 	SELECT idempotency.idempotent_finish('app-key', '{"order": 1}', scope => 'orders');
 });
+$node->safe_psql('postgres', q{
+	SELECT idempotency.define_state_machine('order_status', '{"created": ["paid"], "paid": []}');
+	CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL);
+	CREATE TRIGGER orders_status BEFORE INSERT OR UPDATE ON orders
+		FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('order_status', 'status');
+	CREATE TRIGGER orders_history AFTER INSERT OR UPDATE ON orders
+		FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+	INSERT INTO orders VALUES (1, 'created');
+	UPDATE orders SET status = 'paid';
+});
 my $dump = $node->basedir . '/registry.dump';
 $node->command_ok(
 	[ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres') ],
@@ -94,6 +104,14 @@ is( $node->safe_psql('restored',
 is( $node->safe_psql('restored',
 		q{SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}')}),
 	'replay', 'a restored record replays');
+is( $node->safe_psql('restored',
+		q{SELECT idempotency.transition_allowed('order_status', 'created', 'paid')}),
+	't', 'state machine definitions are restored');
+is( $node->safe_psql('restored', q{SELECT count(*) FROM idempotency.state_history}),
+	'2', 'and so is the state history');
+my ($rc, $o, $e) = $node->psql('restored', q{UPDATE orders SET status = 'created'});
+like($e, qr/transition from "paid" to "created" is not allowed/,
+	'the restored trigger enforces the restored definition');
 
 # Binary input: COPY FROM a binary file runs key_recv, which must apply the
 # same checks as key_in.

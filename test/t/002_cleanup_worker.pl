@@ -144,6 +144,45 @@ ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idempotency.registry WHERE key::text LIKE 'kept-%'}),
 	'and the records expired meanwhile are cleaned');
 
+# A failing pass is recorded and retried with backoff: the cleanup role may
+# connect but not run cleanup().  Granting it EXECUTE mends the next try, and
+# shows that the workers need no more than that.
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_cleaner LOGIN;
+	ALTER SYSTEM SET idempotency.cleanup_role = 'regress_cleaner';
+	SELECT pg_reload_conf();
+});
+make_records('postgres', 'denied', 10, 1);
+ok($node->poll_query_until('postgres',
+		q{SELECT failures >= 1 AND last_error LIKE 'permission denied for function cleanup%'
+		    AND next_run > last_end
+		    FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
+	'a failed pass shows in cleanup_status, with its error and a later next run');
+is(count_records('postgres', 'denied'), '10', 'nothing was deleted by the failed pass');
+$node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION idempotency.cleanup(integer) TO regress_cleaner');
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM idempotency.registry WHERE key::text LIKE 'denied-%'}),
+	'after the grant, the cleanup role cleans');
+ok($node->poll_query_until('postgres',
+		q{SELECT failures = 0 AND last_error IS NULL FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
+	'and the failure count is back to zero');
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET idempotency.cleanup_role; SELECT pg_reload_conf()});
+
+# Dropping the extension: the workers find nothing to do there, and say nothing.
+$node->safe_psql('postgres', 'CREATE DATABASE dropper');
+$node->safe_psql('dropper', 'CREATE EXTENSION idempotency');
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM idempotency.cleanup_status WHERE datname = 'dropper' AND last_end IS NOT NULL}),
+	'a database with the extension is visited');
+$offset = -s $node->logfile;
+$node->safe_psql('dropper', 'DROP EXTENSION idempotency');
+my $t1 = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+ok($node->poll_query_until('postgres',
+		qq{SELECT last_end > '$t1' FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
+	'passes go on after DROP EXTENSION elsewhere');
+ok(!$node->log_contains('ERROR|FATAL', $offset), 'and log no error');
+$node->safe_psql('postgres', q{SET statement_timeout = '30s'; DROP DATABASE dropper});
+
 # SIGTERM: the launcher exits promptly (the postmaster restarts it later).
 my $launcher = $node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'idempotency launcher'});
