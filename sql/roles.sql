@@ -76,10 +76,6 @@ SELECT p.proname, has_function_privilege('regress_mallory', p.oid, 'EXECUTE') AS
  ORDER BY 1;
 
 TRUNCATE idempotency.registry;
-REVOKE ALL ON FUNCTION idempotency.idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean),
-	idempotency.idempotent_finish(idempotency.key, jsonb, text, integer, boolean),
-	idempotency.idempotent_abandon(idempotency.key, text, integer)
-	FROM regress_alice, regress_bob;
-REVOKE ALL ON idempotency.my_records FROM regress_alice, regress_bob;
+DROP OWNED BY regress_alice, regress_bob;
 DROP ROLE regress_alice, regress_bob, regress_mallory;
 RESET search_path;

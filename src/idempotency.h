@@ -43,6 +43,12 @@
 #define ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED	MAKE_SQLSTATE('I','S','0','0','1')
 #define ERRCODE_IDEMPOTENCY_UNKNOWN_STATE		MAKE_SQLSTATE('I','S','0','0','2')
 
+/* Class "IV" (idempotency version): IV001 -> 409. */
+#define ERRCODE_IDEMPOTENCY_STALE_WRITE		MAKE_SQLSTATE('I','V','0','0','1')
+
+/* The most message ids inbox_receive_batch takes at once. */
+#define IDEMPOTENCY_INBOX_MAX_BATCH 10000
+
 /* GUCs (idempotency.c) */
 extern int	idempotency_max_response_size;
 extern int	idempotency_cleanup_interval;
@@ -126,6 +132,11 @@ typedef enum RegistryStmt
 	RS_CLEANUP,					/* delete a batch of expired records */
 	RS_HISTORY_INSERT,			/* record a state change */
 	RS_HISTORY_CLEANUP,			/* delete a batch of expired history */
+	RS_INBOX_RECEIVE,			/* record one message id, or nothing */
+	RS_INBOX_RECLAIM,			/* renew one expired message id */
+	RS_INBOX_RECEIVE_BATCH,		/* record many message ids */
+	RS_INBOX_FORGET_EXPIRED,	/* drop expired entries among many ids */
+	RS_INBOX_CLEANUP,			/* delete a batch of expired inbox entries */
 	RS_NUM_STMTS
 } RegistryStmt;
 

@@ -178,6 +178,57 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		"    ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
 	},
+
+	/*
+	 * The inbox: $1 owner, $2 consumer, then the message id(s).  Like a
+	 * claim, RS_INBOX_RECEIVE waits for a concurrent uncommitted receive of
+	 * the same id and then conflicts (it committed) or inserts (it rolled
+	 * back).
+	 */
+	[RS_INBOX_RECEIVE] = {
+		"INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+		" VALUES ($1, $2, $3, $4, $5) ON CONFLICT (owner, consumer, message_id) DO NOTHING",
+		5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT
+	},
+	[RS_INBOX_RECLAIM] = {
+		"UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
+		" WHERE i.message_id OPERATOR(pg_catalog.=) $3"
+		" AND i.consumer OPERATOR(pg_catalog.=) $2"
+		" AND i.owner OPERATOR(pg_catalog.=) $1"
+		" AND i.expires_at OPERATOR(pg_catalog.<=) $4",
+		5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE
+	},
+
+	/*
+	 * Rows go in in input order, and RETURNING gives back the ids that were
+	 * new, in that order; a repeat inside the batch conflicts with its first
+	 * occurrence and is skipped.
+	 */
+	[RS_INBOX_RECEIVE_BATCH] = {
+		"INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+		" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) WITH ORDINALITY AS m(id, ord)"
+		" ORDER BY m.ord"
+		" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id",
+		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT_RETURNING
+	},
+	[RS_INBOX_FORGET_EXPIRED] = {
+		"DELETE FROM idempotency.inbox AS i"
+		" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+		" AND i.consumer OPERATOR(pg_catalog.=) $2"
+		" AND i.owner OPERATOR(pg_catalog.=) $1"
+		" AND i.expires_at OPERATOR(pg_catalog.<=) $4",
+		4, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID}, SPI_OK_DELETE
+	},
+	[RS_INBOX_CLEANUP] = {
+		"DELETE FROM idempotency.inbox AS i"
+		" USING (SELECT e.message_id, e.consumer, e.owner FROM idempotency.inbox AS e"
+		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+		" WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
+		" AND i.consumer OPERATOR(pg_catalog.=) x.consumer"
+		" AND i.owner OPERATOR(pg_catalog.=) x.owner",
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+	},
 };
 
 typedef struct RegistryCache

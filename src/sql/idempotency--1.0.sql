@@ -582,6 +582,82 @@ COMMENT ON FUNCTION idempotency.record_transition() IS
 'AFTER INSERT OR UPDATE ... FOR EACH ROW trigger: record_transition(state_column) writes state_history';
 
 --
+-- Message inbox, locks and the version guard
+--
+
+/*
+ * One entry per (owner, consumer, message id), kept for its ttl.  The
+ * primary key leads with the message id for the same reason as the
+ * registry's leads with the key.
+ */
+CREATE TABLE idempotency.inbox (
+	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	consumer	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	message_id	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	received_at pg_catalog.timestamptz NOT NULL,
+	expires_at	pg_catalog.timestamptz NOT NULL,
+	CONSTRAINT inbox_pkey PRIMARY KEY (message_id, consumer, owner)
+) WITH (fillfactor = 90);
+
+CREATE INDEX inbox_expires_at_idx ON idempotency.inbox (expires_at);
+
+COMMENT ON TABLE idempotency.inbox IS
+'message ids seen by each consumer; written by inbox_receive and inbox_receive_batch';
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.inbox', '');
+REVOKE ALL ON TABLE idempotency.inbox FROM PUBLIC;
+
+CREATE FUNCTION idempotency.inbox_receive(consumer pg_catalog.text,
+										  message_id pg_catalog.text,
+										  ttl pg_catalog.interval DEFAULT '7 days')
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_inbox_receive'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.inbox_receive(pg_catalog.text, pg_catalog.text, pg_catalog.interval) IS
+'true the first time a consumer sees a message id, false for a redelivery';
+
+CREATE FUNCTION idempotency.inbox_receive_batch(consumer pg_catalog.text,
+												message_ids pg_catalog.text[],
+												ttl pg_catalog.interval DEFAULT '7 days')
+RETURNS SETOF pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_inbox_receive_batch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.text[], pg_catalog.interval) IS
+'the message ids a consumer has not seen before, in input order, each once';
+
+REVOKE ALL ON FUNCTION idempotency.inbox_receive(pg_catalog.text, pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.text[], pg_catalog.interval) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.lock(key idempotency.key, scope pg_catalog.text DEFAULT '')
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_lock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.lock(idempotency.key, pg_catalog.text) IS
+'wait for a transaction-scoped lock on a key (node-local advisory lock)';
+
+CREATE FUNCTION idempotency.try_lock(key idempotency.key, scope pg_catalog.text DEFAULT '')
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_try_lock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.try_lock(idempotency.key, pg_catalog.text) IS
+'take a transaction-scoped lock on a key if it is free (node-local advisory lock)';
+
+REVOKE ALL ON FUNCTION idempotency.lock(idempotency.key, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.try_lock(idempotency.key, pg_catalog.text) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.version_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idempotency_version_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION idempotency.version_guard() IS
+'BEFORE UPDATE ... FOR EACH ROW trigger: version_guard(column) bumps the version by one and refuses stale writes';
+
+--
 -- Granting the API to application roles
 --
 
@@ -600,6 +676,10 @@ BEGIN
 				   'idempotency.idempotent_finish(idempotency.key, jsonb, text, integer, boolean), '
 				   'idempotency.idempotent_abandon(idempotency.key, text, integer) TO %s', role);
 	EXECUTE format('GRANT SELECT ON idempotency.my_records TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.inbox_receive(text, text, interval), '
+				   'idempotency.inbox_receive_batch(text, text[], interval), '
+				   'idempotency.lock(idempotency.key, text), '
+				   'idempotency.try_lock(idempotency.key, text) TO %s', role);
 END;
 $$;
 

@@ -1,0 +1,119 @@
+--
+-- The message inbox, key locks and the version guard.  Concurrency is in
+-- test/specs/inbox_race.spec and test/specs/version_race.spec.
+--
+SET search_path = public;
+
+-- first delivery true, redeliveries false; per consumer
+SELECT idempotency.inbox_receive('billing', 'msg-1') AS first,
+	   idempotency.inbox_receive('billing', 'msg-1') AS redelivery,
+	   idempotency.inbox_receive('shipping', 'msg-1') AS other_consumer;
+-- transactional: a rolled back transaction leaves the id unseen
+BEGIN;
+SELECT idempotency.inbox_receive('billing', 'msg-2');
+ROLLBACK;
+SELECT idempotency.inbox_receive('billing', 'msg-2') AS after_rollback;
+-- an expired entry counts as unseen
+UPDATE idempotency.inbox SET expires_at = now() - interval '1 second' WHERE message_id = 'msg-1' AND consumer = 'billing';
+SELECT idempotency.inbox_receive('billing', 'msg-1') AS after_expiry,
+	   idempotency.inbox_receive('billing', 'msg-1') AS then_seen;
+SELECT expires_at > now() + interval '6 days' AS ttl_7_days FROM idempotency.inbox WHERE message_id = 'msg-2';
+
+-- batches: the new ids, in input order, duplicates inside the batch once
+SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m3', 'msg-1', 'm4', 'm3', 'm5', 'msg-2', 'm4']);
+SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m3', 'm6']);
+SELECT count(*) FROM idempotency.inbox_receive_batch('billing', '{}');
+UPDATE idempotency.inbox SET expires_at = now() - interval '1 second' WHERE message_id = 'm5';
+SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m5', 'm6', 'm7'], ttl => '1 hour');
+SELECT count(*) AS thousand FROM idempotency.inbox_receive_batch('bulk', ARRAY(SELECT 'b-' || g FROM generate_series(1, 1000) g));
+SELECT count(*) AS none_new FROM idempotency.inbox_receive_batch('bulk', ARRAY(SELECT 'b-' || g FROM generate_series(1, 1000) g));
+
+-- bad input
+SELECT idempotency.inbox_receive(NULL, 'x');
+SELECT idempotency.inbox_receive('c', NULL);
+SELECT idempotency.inbox_receive('', 'x');
+SELECT idempotency.inbox_receive('c', '');
+SELECT idempotency.inbox_receive('c', repeat('x', 256));
+SELECT idempotency.inbox_receive('c', 'x', ttl => '-1 day');
+SELECT idempotency.inbox_receive('c', 'x', ttl => NULL);
+SELECT * FROM idempotency.inbox_receive_batch('c', NULL);
+SELECT * FROM idempotency.inbox_receive_batch('c', ARRAY['a', NULL]);
+SELECT * FROM idempotency.inbox_receive_batch('c', ARRAY['a', '']);
+SELECT * FROM idempotency.inbox_receive_batch('c', ARRAY[['a'], ['b']]);
+SELECT * FROM idempotency.inbox_receive_batch('c', ARRAY(SELECT 'x' || g FROM generate_series(1, 10001) g));
+SELECT count(*) AS nothing_written FROM idempotency.inbox WHERE consumer = 'c';
+
+-- one role never sees another role's inbox
+CREATE ROLE regress_consumer_a;
+CREATE ROLE regress_consumer_b;
+SELECT idempotency.grant_usage('regress_consumer_a');
+SELECT idempotency.grant_usage('regress_consumer_b');
+SET ROLE regress_consumer_a;
+SELECT idempotency.inbox_receive('billing', 'shared-id') AS a_first;
+SELECT * FROM idempotency.inbox;
+RESET ROLE;
+SET ROLE regress_consumer_b;
+SELECT idempotency.inbox_receive('billing', 'shared-id') AS b_first_too;
+RESET ROLE;
+SELECT owner, consumer, message_id FROM idempotency.inbox WHERE message_id = 'shared-id' ORDER BY owner;
+
+-- expired entries go with the cleanup
+UPDATE idempotency.inbox SET expires_at = now() - interval '1 second' WHERE consumer = 'bulk';
+SELECT idempotency.cleanup(600), idempotency.cleanup(600), idempotency.cleanup(600);
+SELECT count(*) AS bulk_left FROM idempotency.inbox WHERE consumer = 'bulk';
+
+-- locks: transaction-scoped, per role, scope and key
+BEGIN;
+SELECT idempotency.lock('hot-key');
+SELECT idempotency.try_lock('hot-key') AS reentrant;
+SELECT count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+COMMIT;
+SELECT count(*) AS released FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT idempotency.lock(NULL);
+SELECT idempotency.try_lock('k', NULL);
+
+-- the version guard
+CREATE TABLE accounts (id int PRIMARY KEY, balance int, version int NOT NULL DEFAULT 1);
+CREATE TRIGGER accounts_version BEFORE UPDATE ON accounts
+	FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+INSERT INTO accounts VALUES (1, 100, 1);
+UPDATE accounts SET balance = 90, version = 2 WHERE id = 1;   -- the careful writer
+UPDATE accounts SET balance = 80 WHERE id = 1;                -- forgot to bump: bumped
+SELECT * FROM accounts;
+UPDATE accounts SET balance = 70, version = 3 WHERE id = 1;   -- stale: read at 2, row is at 3
+UPDATE accounts SET balance = 70, version = 3 WHERE id = 1 AND version = 2;   -- the usual guard: 0 rows
+UPDATE accounts SET balance = 70, version = 9 WHERE id = 1;
+UPDATE accounts SET balance = 70, version = NULL WHERE id = 1;
+DO $$
+BEGIN
+	UPDATE public.accounts SET version = 1 WHERE id = 1;
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
+END $$;
+SELECT * FROM accounts;
+-- bigint and smallint columns; a multi-row update bumps each row
+CREATE TABLE ledger (id int PRIMARY KEY, v bigint NOT NULL, w smallint NOT NULL DEFAULT 32766);
+CREATE TRIGGER ledger_v BEFORE UPDATE ON ledger FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('v');
+CREATE TRIGGER ledger_w BEFORE UPDATE ON ledger FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('w');
+INSERT INTO ledger VALUES (1, 9000000000), (2, 5);
+UPDATE ledger SET id = id;
+SELECT * FROM ledger ORDER BY id;
+UPDATE ledger SET id = id;
+-- misuse
+CREATE TABLE wrong (id int PRIMARY KEY, version text);
+CREATE TRIGGER wrong_type BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+INSERT INTO wrong VALUES (1, 'a');
+UPDATE wrong SET id = 2;
+DROP TRIGGER wrong_type ON wrong;
+CREATE TRIGGER wrong_event BEFORE INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+INSERT INTO wrong VALUES (3, 'a');
+DROP TRIGGER wrong_event ON wrong;
+CREATE TRIGGER wrong_column BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('nope');
+UPDATE wrong SET id = 2;
+DROP TABLE wrong;
+
+DROP TABLE accounts, ledger;
+TRUNCATE idempotency.inbox;
+DROP OWNED BY regress_consumer_a, regress_consumer_b;
+DROP ROLE regress_consumer_a, regress_consumer_b;
+RESET search_path;

@@ -1,0 +1,156 @@
+/*-------------------------------------------------------------------------
+ *
+ * version_guard.c
+ *	  idempotency.version_guard(column): a BEFORE UPDATE ... FOR EACH ROW
+ *	  trigger for optimistic locking with a version column.
+ *
+ * Every update moves the row's version up by exactly one.  An UPDATE that
+ * does not mention the column (it forgot to bump it) gets old + 1 written
+ * for it; one that sets old + 1 passes; one that sets anything else is a
+ * stale write, made from a copy of the row that is no longer current, and is
+ * refused with IV001.  Whether the statement set the column is read from
+ * tg_updatedcols, so "SET version = 5" on a row at version 5 is stale, not
+ * forgotten.  When two writers race, PostgreSQL runs the trigger again on
+ * the newest row version for the one that waited, so the loser's stale
+ * version is caught.  Works with smallint, integer and bigint columns.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/version_guard.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "nodes/bitmapset.h"
+#include "utils/rel.h"
+
+#include "idempotency.h"
+
+/*
+ * version_value
+ *		A version datum as int64.
+ */
+static int64
+version_value(Oid typid, Datum d)
+{
+	switch (typid)
+	{
+		case INT2OID:
+			return DatumGetInt16(d);
+		case INT4OID:
+			return DatumGetInt32(d);
+		default:
+			return DatumGetInt64(d);
+	}
+}
+
+/*
+ * version_datum
+ *		An int64 as a version datum; an error past the type's range.
+ */
+static Datum
+version_datum(Oid typid, int64 v, const char *colname)
+{
+	if ((typid == INT2OID && v > PG_INT16_MAX) || (typid == INT4OID && v > PG_INT32_MAX))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("version column \"%s\" is out of range", colname)));
+	switch (typid)
+	{
+		case INT2OID:
+			return Int16GetDatum((int16) v);
+		case INT4OID:
+			return Int32GetDatum((int32) v);
+		default:
+			return Int64GetDatum(v);
+	}
+}
+
+PG_FUNCTION_INFO_V1(idempotency_version_guard);
+
+/*
+ * idempotency_version_guard
+ *		version_guard(column)
+ */
+Datum
+idempotency_version_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	TupleDesc	tupdesc;
+	const char *colname;
+	int			attnum;
+	Oid			typid;
+	bool		oldnull;
+	bool		newnull;
+	int64		oldv;
+	int64		newv;
+	bool		set_by_statement;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("version_guard: must be called as trigger")));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("version_guard: must be fired BEFORE UPDATE FOR EACH ROW")));
+	if (trigdata->tg_trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("version_guard: trigger \"%s\" must have one argument, the version column",
+						trigdata->tg_trigger->tgname)));
+
+	rel = trigdata->tg_relation;
+	tupdesc = RelationGetDescr(rel);
+	colname = trigdata->tg_trigger->tgargs[0];
+	attnum = SPI_fnumber(tupdesc, colname);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, RelationGetRelationName(rel))));
+	typid = TupleDescAttr(tupdesc, attnum - 1)->atttypid;
+	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("version column \"%s\" must be of type smallint, integer or bigint", colname)));
+
+	oldv = version_value(typid, heap_getattr(trigdata->tg_trigtuple, attnum, tupdesc, &oldnull));
+	newv = version_value(typid, heap_getattr(trigdata->tg_newtuple, attnum, tupdesc, &newnull));
+	if (oldnull || newnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in version column \"%s\" of relation \"%s\"",
+						colname, RelationGetRelationName(rel)),
+				 errtablecol(rel, attnum)));
+
+	set_by_statement = bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+									 trigdata->tg_updatedcols);
+	if (!set_by_statement)
+	{
+		int			cols[1] = {attnum};
+		Datum		vals[1] = {version_datum(typid, oldv + 1, colname)};
+		bool		nulls[1] = {false};
+
+		return PointerGetDatum(heap_modify_tuple_by_cols(trigdata->tg_newtuple, tupdesc,
+														 1, cols, vals, nulls));
+	}
+	if (newv != oldv + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_STALE_WRITE),
+				 errmsg("stale write to relation \"%s\"", RelationGetRelationName(rel)),
+				 errdetail("The update sets \"%s\" to %lld, but the row is at version %lld: an update must set it to %lld, or leave it out.",
+						   colname, (long long) newv, (long long) oldv, (long long) (oldv + 1)),
+				 errhint("Read the row again and retry."),
+				 errtablecol(rel, attnum)));
+	return PointerGetDatum(trigdata->tg_newtuple);
+}
