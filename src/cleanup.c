@@ -32,7 +32,7 @@ PG_FUNCTION_INFO_V1(idempotency_cleanup);
  * idempotency_cleanup
  *		cleanup(batch_size): delete up to batch_size expired records (the
  *		oldest first), then, with what is left of the batch, expired inbox
- *		entries and state history; return how many rows went.  NULL batch_size means
+ *		entries, tokens and state history; return how many rows went.  NULL batch_size means
  *		idempotency.cleanup_batch_size.
  */
 Datum
@@ -58,6 +58,11 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 	{
 		values[1] = Int32GetDatum(batch_size - (int32) deleted);
 		deleted += RegistryExecute(RS_INBOX_CLEANUP, values, NULL);
+	}
+	if (deleted < (uint64) batch_size)
+	{
+		values[1] = Int32GetDatum(batch_size - (int32) deleted);
+		deleted += RegistryExecute(RS_TOKEN_CLEANUP, values, NULL);
 	}
 	if (deleted < (uint64) batch_size)
 	{

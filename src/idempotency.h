@@ -36,6 +36,7 @@
 #define ERRCODE_IDEMPOTENCY_NO_CLAIM			MAKE_SQLSTATE('I','K','0','0','2')
 #define ERRCODE_IDEMPOTENCY_ALREADY_FINISHED	MAKE_SQLSTATE('I','K','0','0','3')
 #define ERRCODE_IDEMPOTENCY_STALE_ATTEMPT		MAKE_SQLSTATE('I','K','0','0','4')
+#define ERRCODE_IDEMPOTENCY_TOKEN_REFUSED		MAKE_SQLSTATE('I','K','0','0','5')
 
 /*
  * Custom SQLSTATEs, class "IS" (idempotency state machine): IS001 -> 409.
@@ -137,6 +138,10 @@ typedef enum RegistryStmt
 	RS_INBOX_RECEIVE_BATCH,		/* record many message ids */
 	RS_INBOX_FORGET_EXPIRED,	/* drop expired entries among many ids */
 	RS_INBOX_CLEANUP,			/* delete a batch of expired inbox entries */
+	RS_TOKEN_ISSUE,				/* record a new one-time token */
+	RS_TOKEN_CONSUME,			/* use a token once */
+	RS_TOKEN_LOOKUP,			/* read a token (to explain a refusal) */
+	RS_TOKEN_CLEANUP,			/* delete a batch of expired tokens */
 	RS_NUM_STMTS
 } RegistryStmt;
 
@@ -161,5 +166,8 @@ extern void RegistryCallBegin(RegistryCall *call);
 extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
+
+/* tokens.c */
+extern void TokenRequire(RegistryCall *call, Datum scope, Datum key);
 
 #endif							/* IDEMPOTENCY_H */

@@ -229,6 +229,38 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" AND i.owner OPERATOR(pg_catalog.=) x.owner",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
 	},
+
+	/* tokens: $1 owner, $2 scope, $3 token */
+	[RS_TOKEN_ISSUE] = {
+		"INSERT INTO idempotency.tokens (owner, scope, token, issued_at, expires_at)"
+		" VALUES ($1, $2, $3, $4, $5)",
+		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT
+	},
+	[RS_TOKEN_CONSUME] = {
+		"UPDATE idempotency.tokens AS t SET consumed_at = $4"
+		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" AND t.scope OPERATOR(pg_catalog.=) $2"
+		" AND t.owner OPERATOR(pg_catalog.=) $1"
+		" AND t.consumed_at IS NULL AND t.expires_at OPERATOR(pg_catalog.>) $4",
+		4, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID}, SPI_OK_UPDATE
+	},
+	[RS_TOKEN_LOOKUP] = {
+		"SELECT t.consumed_at IS NOT NULL FROM idempotency.tokens AS t"
+		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" AND t.scope OPERATOR(pg_catalog.=) $2"
+		" AND t.owner OPERATOR(pg_catalog.=) $1",
+		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
+	},
+	[RS_TOKEN_CLEANUP] = {
+		"DELETE FROM idempotency.tokens AS t"
+		" USING (SELECT e.token, e.scope, e.owner FROM idempotency.tokens AS e"
+		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+		" WHERE t.token OPERATOR(idempotency.=) x.token"
+		" AND t.scope OPERATOR(pg_catalog.=) x.scope"
+		" AND t.owner OPERATOR(pg_catalog.=) x.owner",
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+	},
 };
 
 typedef struct RegistryCache

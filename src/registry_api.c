@@ -403,7 +403,7 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
 
 /*
  * idempotency_idempotent_begin
- *		idempotent_begin(key, scope, request, ttl, lease, wait)
+ *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token)
  */
 Datum
 idempotency_idempotent_begin(PG_FUNCTION_ARGS)
@@ -415,6 +415,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
 	bool		wait;
+	bool		require_token;
 
 	api_require(fcinfo, 0, "idempotency key");
 	api_require(fcinfo, 3, "ttl");
@@ -427,6 +428,8 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	args.ttl = PG_GETARG_INTERVAL_P(3);
 	args.lease = PG_GETARG_INTERVAL_P(4);
 	wait = PG_GETARG_BOOL(5);
+	api_require(fcinfo, 6, "require_token");
+	require_token = PG_GETARG_BOOL(6);
 
 	/* the result row's descriptor, built once per call site */
 	if (fcinfo->flinfo->fn_extra == NULL)
@@ -457,6 +460,9 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must not be longer than ttl"),
 				 errdetail("A claim whose lease outlives its record could never be taken over.")));
+
+	if (require_token)
+		TokenRequire(&call, args.scope, args.key);
 
 	if (wait)
 		begin_loop(&call, &args, &result);

@@ -250,6 +250,7 @@ CREATE FUNCTION idempotency.idempotent_begin(key idempotency.key,
 											 ttl pg_catalog.interval DEFAULT '24 hours',
 											 lease pg_catalog.interval DEFAULT '5 minutes',
 											 wait pg_catalog.bool DEFAULT true,
+											 require_token pg_catalog.bool DEFAULT false,
 											 OUT outcome pg_catalog.text,
 											 OUT status pg_catalog.text,
 											 OUT response pg_catalog.jsonb,
@@ -260,7 +261,7 @@ RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) IS
+COMMENT ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) IS
 'claim an idempotency key: outcome execute, replay or in_progress';
 
 CREATE FUNCTION idempotency.idempotent_finish(key idempotency.key,
@@ -285,7 +286,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) IS
 'drop a claim so that the next idempotent_begin executes again';
 
-REVOKE ALL ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 
@@ -658,6 +659,59 @@ COMMENT ON FUNCTION idempotency.version_guard() IS
 'BEFORE UPDATE ... FOR EACH ROW trigger: version_guard(column) bumps the version by one and refuses stale writes';
 
 --
+-- One-time tokens
+--
+
+CREATE TABLE idempotency.tokens (
+	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	scope		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	token		idempotency.key NOT NULL,
+	issued_at	pg_catalog.timestamptz NOT NULL,
+	expires_at	pg_catalog.timestamptz NOT NULL,
+	consumed_at pg_catalog.timestamptz,
+	CONSTRAINT tokens_pkey PRIMARY KEY (token, scope, owner)
+) WITH (fillfactor = 80);
+
+CREATE INDEX tokens_expires_at_idx ON idempotency.tokens (expires_at);
+
+COMMENT ON TABLE idempotency.tokens IS
+'one-time tokens; written by issue_token and consume_token';
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.tokens', '');
+REVOKE ALL ON TABLE idempotency.tokens FROM PUBLIC;
+
+/* a role's own tokens, and why one was refused */
+CREATE VIEW idempotency.my_tokens WITH (security_barrier) AS
+	SELECT t.token, t.scope, t.issued_at, t.expires_at, t.consumed_at,
+		   CASE WHEN t.consumed_at IS NOT NULL THEN 'used'
+				WHEN t.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now() THEN 'expired'
+				ELSE 'unused' END AS state
+	  FROM idempotency.tokens AS t
+	 WHERE t.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
+
+REVOKE ALL ON TABLE idempotency.my_tokens FROM PUBLIC;
+
+CREATE FUNCTION idempotency.issue_token(scope pg_catalog.text DEFAULT '',
+										ttl pg_catalog.interval DEFAULT '10 minutes')
+RETURNS idempotency.key
+AS 'MODULE_PATHNAME', 'idempotency_issue_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.interval) IS
+'a new one-time token (128 random bits) for the calling role';
+
+CREATE FUNCTION idempotency.consume_token(token idempotency.key, scope pg_catalog.text DEFAULT '')
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_consume_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.consume_token(idempotency.key, pg_catalog.text) IS
+'true exactly once for an unexpired token; false for used, expired or unknown tokens alike';
+
+REVOKE ALL ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.consume_token(idempotency.key, pg_catalog.text) FROM PUBLIC;
+
+--
 -- Granting the API to application roles
 --
 
@@ -672,14 +726,17 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean), '
+	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean), '
 				   'idempotency.idempotent_finish(idempotency.key, jsonb, text, integer, boolean), '
 				   'idempotency.idempotent_abandon(idempotency.key, text, integer) TO %s', role);
 	EXECUTE format('GRANT SELECT ON idempotency.my_records TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.inbox_receive(text, text, interval), '
 				   'idempotency.inbox_receive_batch(text, text[], interval), '
 				   'idempotency.lock(idempotency.key, text), '
-				   'idempotency.try_lock(idempotency.key, text) TO %s', role);
+				   'idempotency.try_lock(idempotency.key, text), '
+				   'idempotency.issue_token(text, interval), '
+				   'idempotency.consume_token(idempotency.key, text) TO %s', role);
+	EXECUTE format('GRANT SELECT ON idempotency.my_tokens TO %s', role);
 END;
 $$;
 

@@ -33,14 +33,14 @@ SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry
 SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_extension WHERE extname = 'idempotency'),
 	'pg_dump keeps the registry''s rows');
 
-SELECT has_function('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean']);
+SELECT has_function('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean']);
 SELECT has_function('idempotency', 'idempotent_finish', ARRAY['idempotency.key', 'jsonb', 'text', 'integer', 'boolean']);
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['idempotency.key', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
 SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
-SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean'], 'volatile');
+SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean'], 'volatile');
 
 SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
 SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');
