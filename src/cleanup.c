@@ -70,6 +70,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 		deleted += RegistryExecute(RS_HISTORY_CLEANUP, values, NULL);
 	}
 	RegistryCallEnd(&call);
+	IdempotencyCount(STAT_ROWS_CLEANED, deleted);
 
 	PG_RETURN_INT64((int64) deleted);
 }

@@ -119,6 +119,8 @@ _PG_init(void)
 
 	IdempotencyReserveGUCPrefix("idempotency");
 
+	IdempotencyStatsInit();
+
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 

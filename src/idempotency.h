@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
@@ -76,10 +77,33 @@ typedef struct CleanupStatus
 	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
 } CleanupStatus;
 
+/* Counters of the stats view; stats.c keeps the names in this order. */
+typedef enum IdempotencyStat
+{
+	STAT_BEGIN_EXECUTE,
+	STAT_BEGIN_REPLAY,
+	STAT_BEGIN_IN_PROGRESS,
+	STAT_TAKEOVER,
+	STAT_REQUEST_MISMATCH,
+	STAT_FINISH,
+	STAT_ABANDON,
+	STAT_INBOX_NEW,
+	STAT_INBOX_DUPLICATE,
+	STAT_TOKEN_ISSUED,
+	STAT_TOKEN_CONSUMED,
+	STAT_TRANSITION_CHECKED,
+	STAT_TRANSITION_REJECTED,
+	STAT_STALE_WRITE,
+	STAT_ROWS_CLEANED,
+	STAT_NUM
+} IdempotencyStat;
+
 typedef struct IdempotencySharedState
 {
-	LWLock	   *lock;			/* guards everything below */
+	LWLock	   *lock;			/* guards the cleanup status table */
 	CleanupStatus cleanup[IDEMPOTENCY_MAX_DATABASES];
+	pg_atomic_uint64 stats[STAT_NUM];	/* atomics: no lock */
+	pg_atomic_uint64 stats_reset;	/* TimestampTz of the last reset */
 } IdempotencySharedState;
 
 extern IdempotencySharedState *IdempotencyShared;
@@ -105,6 +129,11 @@ extern uint64 StateMachineCacheGeneration;
 extern StateMachine *StateMachineLookup(const char *name);
 extern int	StateMachineFindState(StateMachine *machine, const char *state, int len);
 extern char *StateMachineAllowedList(StateMachine *machine, int from);
+
+/* stats.c: counted per backend, added to shared memory at transaction end */
+extern uint64 IdempotencyLocalStats[STAT_NUM];
+#define IdempotencyCount(stat, n) (IdempotencyLocalStats[(stat)] += (n))
+extern void IdempotencyStatsInit(void);
 
 /* worker.c */
 extern void IdempotencyWorkerRegister(void);

@@ -102,6 +102,7 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 		RegistryExecute(RS_INBOX_RECEIVE, values, NULL) == 1;
 	RegistryCallEnd(&call);
 
+	IdempotencyCount(first ? STAT_INBOX_NEW : STAT_INBOX_DUPLICATE, 1);
 	PG_RETURN_BOOL(first);
 }
 
@@ -181,6 +182,8 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, id, idnull);
 		MemoryContextSwitchTo(oldcxt);
 	}
+	IdempotencyCount(STAT_INBOX_NEW, SPI_processed);
+	IdempotencyCount(STAT_INBOX_DUPLICATE, n - SPI_processed);
 	RegistryCallEnd(&call);
 	return (Datum) 0;
 }

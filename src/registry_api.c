@@ -271,12 +271,15 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	stored_fp = SPI_getbinval(row, desc, LOOKUP_FINGERPRINT, &fp_isnull);
 	if (args->fingerprint != (Datum) 0 && !fp_isnull &&
 		!api_bytea_equal(stored_fp, args->fingerprint))
+	{
+		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
 						api_key_display(args->key),
 						TextDatumGetCString(args->scope)),
 				 errhint("Use a new key for a new request.")));
+	}
 
 	status = api_status(row, desc);
 	result->status = status;
@@ -471,6 +474,17 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 
 	RegistryCallEnd(&call);
 
+	if (strcmp(result.outcome, "execute") == 0)
+	{
+		IdempotencyCount(STAT_BEGIN_EXECUTE, 1);
+		if (result.attempt > 1)
+			IdempotencyCount(STAT_TAKEOVER, 1);
+	}
+	else if (strcmp(result.outcome, "replay") == 0)
+		IdempotencyCount(STAT_BEGIN_REPLAY, 1);
+	else
+		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
+
 	values[BEGIN_OUTCOME] = CStringGetTextDatum(result.outcome);
 	values[BEGIN_STATUS] = CStringGetTextDatum(result.status);
 	values[BEGIN_RESPONSE] = result.response;
@@ -593,6 +607,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 		api_explain_miss(&call, scope, key, values[6], nulls[6]);
 
 	RegistryCallEnd(&call);
+	IdempotencyCount(STAT_FINISH, 1);
 	PG_RETURN_VOID();
 }
 
@@ -629,5 +644,6 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 		api_explain_miss(&call, scope, key, values[4], nulls[4]);
 
 	RegistryCallEnd(&call);
+	IdempotencyCount(STAT_ABANDON, 1);
 	PG_RETURN_VOID();
 }

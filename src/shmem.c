@@ -8,7 +8,7 @@
  * so instead of failing.
  *
  * Locking: IdempotencyShared->lock (a named LWLock tranche of one) guards the
- * whole status table.  Writers (the launcher and the cleanup workers) take it
+ * whole status table.  The statistics counters are atomics and need no lock.  Writers (the launcher and the cleanup workers) take it
  * exclusively for a few stores; readers (the cleanup_status view) take it
  * shared and copy what they need.  Nothing is done while holding it but
  * copying.
@@ -26,6 +26,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 
 #include "idempotency.h"
 
@@ -66,6 +67,9 @@ idempotency_shmem_startup(void)
 	{
 		memset(IdempotencyShared, 0, sizeof(IdempotencySharedState));
 		IdempotencyShared->lock = &(GetNamedLWLockTranche("idempotency"))->lock;
+		for (int i = 0; i < STAT_NUM; i++)
+			pg_atomic_init_u64(&IdempotencyShared->stats[i], 0);
+		pg_atomic_init_u64(&IdempotencyShared->stats_reset, (uint64) GetCurrentTimestamp());
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -98,6 +98,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	values[4] = TimestampTzGetDatum(expires);
 	RegistryExecute(RS_TOKEN_ISSUE, values, NULL);
 	RegistryCallEnd(&call);
+	IdempotencyCount(STAT_TOKEN_ISSUED, 1);
 
 	PG_RETURN_TEXT_P(token);
 }
@@ -127,6 +128,8 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	consumed = RegistryExecute(RS_TOKEN_CONSUME, values, NULL) == 1;
 	RegistryCallEnd(&call);
+	if (consumed)
+		IdempotencyCount(STAT_TOKEN_CONSUMED, 1);
 
 	PG_RETURN_BOOL(consumed);
 }
@@ -146,7 +149,10 @@ TokenRequire(RegistryCall *call, Datum scope, Datum key)
 	bool		isnull;
 
 	if (RegistryExecute(RS_TOKEN_CONSUME, values, NULL) == 1)
+	{
+		IdempotencyCount(STAT_TOKEN_CONSUMED, 1);
 		return;
+	}
 	if (RegistryExecute(RS_TOKEN_LOOKUP, values, NULL) == 1 &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		return;					/* used: let the registry replay it */

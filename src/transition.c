@@ -196,11 +196,14 @@ transition_find(StateMachine *machine, TriggerData *trigdata, AttrNumber attnum,
 	int			idx = StateMachineFindState(machine, str, len);
 
 	if (idx < 0)
+	{
+		IdempotencyCount(STAT_TRANSITION_REJECTED, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_UNKNOWN_STATE),
 				 errmsg("\"%s\" is not a state of state machine \"%s\"",
 						pnstrdup(str, len), machine->name),
 				 errtablecol(trigdata->tg_relation, attnum)));
+	}
 	return idx;
 }
 
@@ -218,6 +221,7 @@ transition_require_initial(StateMachine *machine, TriggerData *trigdata,
 	if (machine->initial[to])
 		return;
 
+	IdempotencyCount(STAT_TRANSITION_REJECTED, 1);
 	initStringInfo(&initial);
 	for (int i = 0; i < machine->nstates; i++)
 		if (machine->initial[i])
@@ -276,6 +280,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 		elog(ERROR, "check_transition: unrecognized operation");
 
 	cache = transition_trigger_cache(fcinfo, trigdata);
+	IdempotencyCount(STAT_TRANSITION_CHECKED, 1);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	newval = heap_getattr(newtuple, cache->attnum, tupdesc, &newnull);
 
@@ -314,6 +319,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 			{
 				char	   *allowed = StateMachineAllowedList(machine, from);
 
+				IdempotencyCount(STAT_TRANSITION_REJECTED, 1);
 				ereport(ERROR,
 						(errcode(ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED),
 						 errmsg("transition from \"%s\" to \"%s\" is not allowed by state machine \"%s\"",

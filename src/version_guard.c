@@ -145,6 +145,8 @@ idempotency_version_guard(PG_FUNCTION_ARGS)
 														 1, cols, vals, nulls));
 	}
 	if (newv != oldv + 1)
+	{
+		IdempotencyCount(STAT_STALE_WRITE, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_WRITE),
 				 errmsg("stale write to relation \"%s\"", RelationGetRelationName(rel)),
@@ -152,5 +154,6 @@ idempotency_version_guard(PG_FUNCTION_ARGS)
 						   colname, (long long) newv, (long long) oldv, (long long) (oldv + 1)),
 				 errhint("Read the row again and retry."),
 				 errtablecol(rel, attnum)));
+	}
 	return PointerGetDatum(trigdata->tg_newtuple);
 }

@@ -712,6 +712,48 @@ REVOKE ALL ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.inter
 REVOKE ALL ON FUNCTION idempotency.consume_token(idempotency.key, pg_catalog.text) FROM PUBLIC;
 
 --
+-- Statistics
+--
+
+CREATE FUNCTION idempotency.stats(OUT begins_execute pg_catalog.int8,
+								  OUT begins_replay pg_catalog.int8,
+								  OUT begins_in_progress pg_catalog.int8,
+								  OUT takeovers pg_catalog.int8,
+								  OUT request_mismatches pg_catalog.int8,
+								  OUT finishes pg_catalog.int8,
+								  OUT abandons pg_catalog.int8,
+								  OUT inbox_new pg_catalog.int8,
+								  OUT inbox_duplicates pg_catalog.int8,
+								  OUT tokens_issued pg_catalog.int8,
+								  OUT tokens_consumed pg_catalog.int8,
+								  OUT transitions_checked pg_catalog.int8,
+								  OUT transitions_rejected pg_catalog.int8,
+								  OUT stale_writes pg_catalog.int8,
+								  OUT rows_cleaned pg_catalog.int8,
+								  OUT stats_reset pg_catalog.timestamptz)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_stats'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+REVOKE ALL ON FUNCTION idempotency.stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idempotency.stats() TO pg_monitor;
+
+CREATE VIEW idempotency.stats AS SELECT * FROM idempotency.stats();
+
+COMMENT ON VIEW idempotency.stats IS
+'what the extension has done since the last reset, across all databases (needs shared_preload_libraries)';
+
+REVOKE ALL ON TABLE idempotency.stats FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.stats TO pg_monitor;
+
+CREATE FUNCTION idempotency.stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION idempotency.stats_reset() FROM PUBLIC;
+
+--
 -- Granting the API to application roles
 --
 

@@ -29,6 +29,11 @@ is($out, '0', 'it has no rows');
 like($err, qr/background cleanup is not running because "idempotency" is not in "shared_preload_libraries"/,
 	'and a notice says why');
 
+($ret, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM idempotency.stats');
+is($out, '0', 'the stats view has no rows');
+like($err, qr/statistics are not kept because "idempotency" is not in "shared_preload_libraries"/,
+	'and says why');
+
 $node->safe_psql('postgres',
 	q{UPDATE idempotency.registry SET expires_at = now() - interval '1 minute'});
 is($node->safe_psql('postgres', 'SELECT idempotency.cleanup()'), '1',
