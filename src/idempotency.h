@@ -165,7 +165,7 @@ typedef enum RegistryStmt
 	RS_INBOX_RECEIVE,			/* record one message id, or nothing */
 	RS_INBOX_RECLAIM,			/* renew one expired message id */
 	RS_INBOX_RECEIVE_BATCH,		/* record many message ids */
-	RS_INBOX_FORGET_EXPIRED,	/* drop expired entries among many ids */
+	RS_INBOX_RENEW_EXPIRED,		/* renew expired entries among many ids */
 	RS_INBOX_CLEANUP,			/* delete a batch of expired inbox entries */
 	RS_TOKEN_ISSUE,				/* record a new one-time token */
 	RS_TOKEN_CONSUME,			/* use a token once */

@@ -25,6 +25,7 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
@@ -106,13 +107,40 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(first);
 }
 
+/*
+ * inbox_collect
+ *		Add the message ids in SPI_tuptable to a set (created if NULL), kept
+ *		in the caller's memory.
+ */
+static HTAB *
+inbox_collect(HTAB *set, uint64 nrows)
+{
+	if (set == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = IDEMPOTENCY_KEY_MAXLEN + 1;
+		ctl.entrysize = IDEMPOTENCY_KEY_MAXLEN + 1;
+		ctl.hcxt = CurrentMemoryContext;
+		set = hash_create("idempotency inbox batch", Max(nrows, 16), &ctl,
+						  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		char	   *id = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		hash_search(set, id, HASH_ENTER, NULL);
+	}
+	return set;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_inbox_receive_batch);
 
 /*
  * idempotency_inbox_receive_batch
  *		inbox_receive_batch(consumer, message_ids, ttl): the ids not seen
- *		before, in input order, each once.  Two statements whatever the
- *		batch's size.
+ *		before, in input order, each once.  One statement for a batch of new
+ *		ids, two when some were seen, whatever the batch's size.
  */
 Datum
 idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
@@ -124,6 +152,8 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
+	HTAB	   *new_ids;
+	int			emitted = 0;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
@@ -164,26 +194,35 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(inbox_expiry(fcinfo, 2, call.now));
 
-	/* expired entries count as unseen: drop them, then record the batch */
-	RegistryExecute(RS_INBOX_FORGET_EXPIRED, values, NULL);
-	RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL);
+	/*
+	 * Record the batch; the ids it returns were new.  Only if some were not
+	 * (redeliveries, or repeats inside the batch) look for expired entries
+	 * among them, which count as unseen and are renewed: the common all-new
+	 * batch costs one statement.
+	 */
+	new_ids = inbox_collect(NULL, RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL));
+	if (hash_get_num_entries(new_ids) < (long) n)
+		new_ids = inbox_collect(new_ids, RegistryExecute(RS_INBOX_RENEW_EXPIRED, values, NULL));
 
-	for (uint64 i = 0; i < SPI_processed; i++)
+	/* the new ids in input order, each once */
+	for (int i = 0; i < n; i++)
 	{
-		bool		isnull;
-		Datum		id[1];
-		bool		idnull[1] = {false};
-		MemoryContext oldcxt = MemoryContextSwitchTo(call.caller_cxt);
+		char		key[IDEMPOTENCY_KEY_MAXLEN + 1];
+		bool		found;
 
-		id[0] = PointerGetDatum(pg_detoast_datum_copy((struct varlena *)
-													  DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i],
-																					SPI_tuptable->tupdesc,
-																					1, &isnull))));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, id, idnull);
-		MemoryContextSwitchTo(oldcxt);
+		text_to_cstring_buffer((text *) DatumGetPointer(elems[i]), key, sizeof(key));
+		hash_search(new_ids, key, HASH_REMOVE, &found);
+		if (found)
+		{
+			Datum		id[1] = {elems[i]};
+			bool		idnull[1] = {false};
+
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, id, idnull);
+			emitted++;
+		}
 	}
-	IdempotencyCount(STAT_INBOX_NEW, SPI_processed);
-	IdempotencyCount(STAT_INBOX_DUPLICATE, n - SPI_processed);
+	IdempotencyCount(STAT_INBOX_NEW, emitted);
+	IdempotencyCount(STAT_INBOX_DUPLICATE, n - emitted);
 	RegistryCallEnd(&call);
 	return (Datum) 0;
 }

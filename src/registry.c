@@ -211,13 +211,14 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id",
 		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT_RETURNING
 	},
-	[RS_INBOX_FORGET_EXPIRED] = {
-		"DELETE FROM idempotency.inbox AS i"
+	[RS_INBOX_RENEW_EXPIRED] = {
+		"UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
 		" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
 		" AND i.consumer OPERATOR(pg_catalog.=) $2"
 		" AND i.owner OPERATOR(pg_catalog.=) $1"
-		" AND i.expires_at OPERATOR(pg_catalog.<=) $4",
-		4, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID}, SPI_OK_DELETE
+		" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
+		" RETURNING i.message_id",
+		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE_RETURNING
 	},
 	[RS_INBOX_CLEANUP] = {
 		"DELETE FROM idempotency.inbox AS i"
