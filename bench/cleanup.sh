@@ -22,9 +22,7 @@ seconds=${1:-30}
 clients=${2:-2}
 rows=${3:-2000000}
 
-install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
-build_and_install "$top" "$PG_CFLAGS_RELEASE"
-start_cluster "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
+bench_prepare "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"idempotency.cleanup_interval = 0" "idempotency.cleanup_batch_size = 10000"
 
 psql_cluster -f "$top/bench/registry_setup.sql" >/dev/null
@@ -83,7 +81,6 @@ wait $deleter
 delete_s=$(cat "$script.delete")
 rm -f "$script" "$script.delete"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "==> results ($rows expired + $rows live records, $clients clients, $seconds s per run)"
 printf '   A. execute path alone:                     %8.0f tps\n' "$tps_a"

@@ -16,9 +16,7 @@ seconds=${1:-10}
 clients=${2:-2}
 rounds=${3:-3}
 
-install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
-build_and_install "$top" "$PG_CFLAGS_RELEASE"
-start_cluster "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
+bench_prepare "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"idempotency.cleanup_interval = 0"
 psql_cluster -c "CREATE EXTENSION idempotency" -c "CREATE TABLE hand_inbox (
 	consumer text NOT NULL, message_id text NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
@@ -49,7 +47,6 @@ for r in $(seq "$rounds"); do
 done
 rm -rf "$dir"
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 declare -A msgs
 echo "==> messages per second ($clients clients, $seconds s per run, $rounds rounds, medians)"
 for v in $variants; do
@@ -58,7 +55,6 @@ for v in $variants; do
 	msgs[$v]=$(awk -v t="$t" -v n="$n" 'BEGIN { printf "%.0f", t * n }')
 	printf '   %-10s %10s msgs/s   (tps runs:%s)\n' "$v" "${msgs[$v]}" "${runs[$v]}"
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "==> ratios"
 echo "   inbox_receive (one id) / hand-written INSERT of one:   $(ratio "${msgs[single_1]}" "${msgs[hand_1]}")x"

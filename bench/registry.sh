@@ -27,9 +27,7 @@ clients=${2:-2}
 rounds=${3:-3}
 export CLUSTER_LOCALE=${4:-C.UTF-8}
 
-install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
-build_and_install "$top" "$PG_CFLAGS_RELEASE"
-start_cluster "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size = 4GB"
+bench_prepare "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size = 4GB"
 
 psql_cluster -f "$top/bench/registry_setup.sql" >/dev/null
 
@@ -63,12 +61,11 @@ for round in $(seq "$rounds"); do
 done
 declare -A r
 for v in $variants; do
-	r[$v]=$(printf '%s\n' ${all[$v]} | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+	r[$v]=$(median ${all[$v]})
 	printf '   %-14s median %8.0f tps   (runs:%s)\n' "$v" "${r[$v]}" "${all[$v]}"
 done
 rm -rf "$scripts"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "==> ratios (higher is better for the extension)"
 echo "   execute path, extension / hand-written:       $(ratio "${r[execute_ext]}" "${r[execute_hand]}")x   (target >= 1.2x)"

@@ -20,15 +20,12 @@ rounds=${2:-7}
 seconds=${3:-10}
 clients=${4:-2}
 
-install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
-build_and_install "$top" "$PG_CFLAGS_RELEASE"
-make -C "$top/bench/noop_trigger" -s clean all install PG_CFLAGS="$PG_CFLAGS_RELEASE"
-start_cluster "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
+bench_prepare "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"idempotency.cleanup_interval = 0"
+make -C "$top/bench/noop_trigger" -s clean all install PG_CFLAGS="$PG_CFLAGS_RELEASE"
 psql_cluster -f "$top/bench/transition_setup.sql" >/dev/null
 
 variants="none noop ours plpgsql"
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 # The variants take turns within each round, so that a slow spell of a
 # shared machine is spread over all of them; each reports its median.

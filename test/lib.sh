@@ -80,3 +80,21 @@ start_cluster() {
 psql_cluster() {
 	as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -d postgres "$@"
 }
+
+# bench_prepare [SETTING...]: what every benchmark starts with: the packages,
+# a release build installed, a throwaway cluster with these settings
+bench_prepare() {
+	install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
+	build_and_install "$top" "$PG_CFLAGS_RELEASE"
+	start_cluster "$@"
+}
+
+# median NUMBER...: the middle one (the lower middle of an even count)
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+# ratio A B: A / B to two decimals
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+}
