@@ -196,6 +196,13 @@ extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
 
+extern Datum RegistryOwnerName(Oid roleid);
+
+/* registry.c: argument checks shared by every SQL-callable function */
+extern void IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern Datum IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno);
+extern TimestampTz IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name);
+
 /* tokens.c */
 extern void TokenRequire(RegistryCall *call, Datum scope, Datum key);
 

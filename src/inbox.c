@@ -39,10 +39,7 @@ inbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	text	   *t;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+	IdempotencyRequireArg(fcinfo, argno, name);
 	t = PG_GETARG_TEXT_PP(argno);
 	if (VARSIZE_ANY_EXHDR(t) == 0 || VARSIZE_ANY_EXHDR(t) > IDEMPOTENCY_KEY_MAXLEN)
 		ereport(ERROR,
@@ -58,20 +55,8 @@ inbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 static TimestampTz
 inbox_expiry(FunctionCallInfo fcinfo, int argno, TimestampTz now)
 {
-	TimestampTz expires;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl must not be null")));
-	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-													  TimestampTzGetDatum(now),
-													  PG_GETARG_DATUM(argno)));
-	if (expires <= now)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be a positive interval")));
-	return expires;
+	IdempotencyRequireArg(fcinfo, argno, "ttl");
+	return IdempotencyAddPositive(now, PG_GETARG_DATUM(argno), "ttl");
 }
 
 PG_FUNCTION_INFO_V1(idempotency_inbox_receive);
@@ -158,10 +143,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("message_ids must not be null")));
+	IdempotencyRequireArg(fcinfo, 1, "message_ids");
 	ids = PG_GETARG_ARRAYTYPE_P(1);
 	if (ARR_NDIM(ids) > 1)
 		ereport(ERROR,

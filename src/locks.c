@@ -40,24 +40,18 @@ lock_tag(FunctionCallInfo fcinfo)
 {
 	text	   *key;
 	text	   *scope;
-	char	   *owner = GetUserNameFromId(GetUserId(), false);
+	text	   *owner = DatumGetTextPP(RegistryOwnerName(GetUserId()));
 	StringInfoData buf;
 	uint64		h;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("idempotency key must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("scope must not be null")));
+	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
 	key = PG_GETARG_TEXT_PP(0);
-	scope = PG_GETARG_TEXT_PP(1);
+	scope = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
 
 	/* NUL separators: no two different triples give the same bytes */
 	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, owner, strlen(owner) + 1);
+	appendBinaryStringInfo(&buf, VARDATA_ANY(owner), VARSIZE_ANY_EXHDR(owner));
+	appendStringInfoChar(&buf, '\0');
 	appendBinaryStringInfo(&buf, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 	appendStringInfoChar(&buf, '\0');
 	appendBinaryStringInfo(&buf, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));

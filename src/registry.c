@@ -43,6 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "idempotency.h"
 
@@ -308,12 +309,19 @@ registry_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
- * registry_owner_name
- *		The caller's role name as a text datum, from the one-entry cache.
+ * RegistryOwnerName
+ *		A role's name as a text datum, from the one-entry cache.
  */
-static Datum
-registry_owner_name(Oid roleid)
+Datum
+RegistryOwnerName(Oid roleid)
 {
+	static bool authid_callback_registered = false;
+
+	if (!authid_callback_registered)
+	{
+		CacheRegisterSyscacheCallback(AUTHOID, registry_authid_callback, (Datum) 0);
+		authid_callback_registered = true;
+	}
 	if (roleid != owner_cache_roleid)
 	{
 		char	   *name = GetUserNameFromId(roleid, false);
@@ -342,7 +350,6 @@ registry_cache_refresh(void)
 	if (!registry_callback_registered)
 	{
 		CacheRegisterRelcacheCallback(registry_relcache_callback, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHOID, registry_authid_callback, (Datum) 0);
 		registry_callback_registered = true;
 	}
 
@@ -406,6 +413,57 @@ registry_plan(RegistryStmt stmt)
 }
 
 /*
+ * IdempotencyRequireArg
+ *		Reject a NULL argument that the function cannot do without.
+ */
+void
+IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
+/*
+ * IdempotencyScopeArg
+ *		A scope argument, checked.  The empty string is the default scope.
+ */
+Datum
+IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *scope;
+
+	IdempotencyRequireArg(fcinfo, argno, "scope");
+	scope = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(scope) > IDEMPOTENCY_SCOPE_MAXLEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scope must be at most %d bytes long",
+						IDEMPOTENCY_SCOPE_MAXLEN)));
+	return PointerGetDatum(scope);
+}
+
+/*
+ * IdempotencyAddPositive
+ *		now + interval, which must lie after now (ttl, lease); timestamptz's
+ *		own error if it overflows.
+ */
+TimestampTz
+IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
+{
+	TimestampTz result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																 TimestampTzGetDatum(now),
+																 interval));
+
+	if (result <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a positive interval", name)));
+	return result;
+}
+
+/*
  * RegistryCallBegin
  *		Enter the frame: note who calls and when, connect SPI and become the
  *		registry's owner.
@@ -416,7 +474,7 @@ RegistryCallBegin(RegistryCall *call)
 	if (!registry_cache.valid)
 		registry_cache_refresh();
 
-	call->owner = registry_owner_name(GetUserId());
+	call->owner = RegistryOwnerName(GetUserId());
 	call->now = GetCurrentTimestamp();
 	call->caller_cxt = CurrentMemoryContext;
 

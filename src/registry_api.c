@@ -89,38 +89,6 @@ typedef struct BeginResult
 } BeginResult;
 
 /*
- * api_require
- *		Reject a NULL argument that the function cannot do without.
- */
-static void
-api_require(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
-}
-
-/*
- * api_scope
- *		The scope argument, checked.  The empty string is the default scope.
- */
-static Datum
-api_scope(FunctionCallInfo fcinfo, int argno)
-{
-	text	   *scope;
-
-	api_require(fcinfo, argno, "scope");
-	scope = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(scope) > IDEMPOTENCY_SCOPE_MAXLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scope must be at most %d bytes long",
-						IDEMPOTENCY_SCOPE_MAXLEN)));
-	return PointerGetDatum(scope);
-}
-
-/*
  * api_attempt
  *		The optional attempt argument as a statement parameter.
  */
@@ -129,18 +97,6 @@ api_attempt(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 {
 	*value = PG_ARGISNULL(argno) ? (Datum) 0 : PG_GETARG_DATUM(argno);
 	*null = PG_ARGISNULL(argno) ? 'n' : ' ';
-}
-
-/*
- * api_add_interval
- *		ts + iv, with timestamptz's own overflow error.
- */
-static TimestampTz
-api_add_interval(TimestampTz ts, Interval *iv)
-{
-	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-												   TimestampTzGetDatum(ts),
-												   IntervalPGetDatum(iv)));
 }
 
 /*
@@ -420,18 +376,18 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	bool		wait;
 	bool		require_token;
 
-	api_require(fcinfo, 0, "idempotency key");
-	api_require(fcinfo, 3, "ttl");
-	api_require(fcinfo, 4, "lease");
-	api_require(fcinfo, 5, "wait");
+	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
+	IdempotencyRequireArg(fcinfo, 3, "ttl");
+	IdempotencyRequireArg(fcinfo, 4, "lease");
+	IdempotencyRequireArg(fcinfo, 5, "wait");
 	args.key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
-	args.scope = api_scope(fcinfo, 1);
+	args.scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
 		args.fingerprint = api_fingerprint(PG_GETARG_JSONB_P(2));
 	args.ttl = PG_GETARG_INTERVAL_P(3);
 	args.lease = PG_GETARG_INTERVAL_P(4);
 	wait = PG_GETARG_BOOL(5);
-	api_require(fcinfo, 6, "require_token");
+	IdempotencyRequireArg(fcinfo, 6, "require_token");
 	require_token = PG_GETARG_BOOL(6);
 
 	/* the result row's descriptor, built once per call site */
@@ -448,16 +404,8 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 
 	RegistryCallBegin(&call);
 
-	args.expires_at = api_add_interval(call.now, args.ttl);
-	args.lease_until = api_add_interval(call.now, args.lease);
-	if (args.expires_at <= call.now)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be a positive interval")));
-	if (args.lease_until <= call.now)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease must be a positive interval")));
+	args.expires_at = IdempotencyAddPositive(call.now, IntervalPGetDatum(args.ttl), "ttl");
+	args.lease_until = IdempotencyAddPositive(call.now, IntervalPGetDatum(args.lease), "lease");
 	if (args.lease_until > args.expires_at)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -570,10 +518,10 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	char		nulls[7];
 	bool		failed;
 
-	api_require(fcinfo, 0, "idempotency key");
-	api_require(fcinfo, 4, "failed");
+	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
+	IdempotencyRequireArg(fcinfo, 4, "failed");
 	key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
-	scope = api_scope(fcinfo, 2);
+	scope = IdempotencyScopeArg(fcinfo, 2);
 	failed = PG_GETARG_BOOL(4);
 	memset(nulls, ' ', sizeof(nulls));
 
@@ -627,9 +575,9 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5];
 
-	api_require(fcinfo, 0, "idempotency key");
+	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
 	key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
-	scope = api_scope(fcinfo, 1);
+	scope = IdempotencyScopeArg(fcinfo, 1);
 	memset(nulls, ' ', sizeof(nulls));
 
 	RegistryCallBegin(&call);

@@ -31,27 +31,6 @@
 #define TOKEN_RANDOM_BYTES 16
 #define TOKEN_PREFIX "tk_"
 
-/*
- * token_scope
- *		The scope argument: not null, at most 255 bytes.
- */
-static Datum
-token_scope(FunctionCallInfo fcinfo, int argno)
-{
-	text	   *scope;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("scope must not be null")));
-	scope = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(scope) > IDEMPOTENCY_SCOPE_MAXLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scope must be at most %d bytes long", IDEMPOTENCY_SCOPE_MAXLEN)));
-	return PointerGetDatum(scope);
-}
-
 PG_FUNCTION_INFO_V1(idempotency_issue_token);
 
 /*
@@ -68,11 +47,8 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	text	   *token;
 	TimestampTz expires;
 
-	values[1] = token_scope(fcinfo, 0);
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl must not be null")));
+	values[1] = IdempotencyScopeArg(fcinfo, 0);
+	IdempotencyRequireArg(fcinfo, 1, "ttl");
 
 	if (!pg_strong_random(raw, sizeof(raw)))
 		ereport(ERROR,
@@ -83,13 +59,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	str[sizeof(str) - 1] = '\0';
 
 	RegistryCallBegin(&call);
-	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-													  TimestampTzGetDatum(call.now),
-													  PG_GETARG_DATUM(1)));
-	if (expires <= call.now)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be a positive interval")));
+	expires = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(1), "ttl");
 
 	token = IdempotencyKeyFromBytes(str, strlen(str));
 	values[0] = call.owner;
@@ -116,12 +86,9 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	bool		consumed;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token must not be null")));
+	IdempotencyRequireArg(fcinfo, 0, "token");
 	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
-	values[1] = token_scope(fcinfo, 1);
+	values[1] = IdempotencyScopeArg(fcinfo, 1);
 
 	RegistryCallBegin(&call);
 	values[0] = call.owner;
