@@ -52,6 +52,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies; every object includes both headers,
+# and an enum or struct that changes under a stale object is a crash.
+$(OBJS): src/idempotency.h src/compat.h
+
 .PHONY: pgtapcheck dist
 
 pgtapcheck:

@@ -6,7 +6,9 @@
 # one run, for batches of 1, 100 and 1000 new message ids.  Reported as
 # messages per second (median of ROUNDS interleaved runs).
 # Run as root on Debian 12:
-#   bash bench/inbox.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS]
+#   bash bench/inbox.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS] [LOCALE]
+# LOCALE is the database's locale, C.UTF-8 by default as in registry.sh (the
+# hand-written table's text columns take it; the inbox's are COLLATE "C").
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,6 +17,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-10}
 clients=${2:-2}
 rounds=${3:-3}
+export CLUSTER_LOCALE=${4:-C.UTF-8}
 
 bench_prepare "synchronous_commit = off" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"idempotency.cleanup_interval = 0"
@@ -48,7 +51,7 @@ done
 rm -rf "$dir"
 
 declare -A msgs
-echo "==> messages per second ($clients clients, $seconds s per run, $rounds rounds, medians)"
+echo "==> messages per second ($clients clients, $seconds s per run, $rounds rounds, medians, locale $CLUSTER_LOCALE)"
 for v in $variants; do
 	n=${v##*_}
 	t=$(median ${runs[$v]})

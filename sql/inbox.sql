@@ -27,6 +27,23 @@ UPDATE idempotency.inbox SET expires_at = now() - interval '1 second' WHERE mess
 SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m5', 'm6', 'm7'], ttl => '1 hour');
 SELECT count(*) AS thousand FROM idempotency.inbox_receive_batch('bulk', ARRAY(SELECT 'b-' || g FROM generate_series(1, 1000) g));
 SELECT count(*) AS none_new FROM idempotency.inbox_receive_batch('bulk', ARRAY(SELECT 'b-' || g FROM generate_series(1, 1000) g));
+-- a batch is tried as one plain INSERT in a subtransaction (its rows carry
+-- the subtransaction's XID); repeats inside the batch do not spoil it, ids
+-- seen before roll it back and the batch goes in with ON CONFLICT instead
+BEGIN;
+SELECT * FROM idempotency.inbox_receive_batch('sub', ARRAY['s2', 's1', 's2']);
+SELECT * FROM idempotency.inbox_receive_batch('sub', ARRAY['s3', 's1', 's3']);
+SELECT message_id, xmin OPERATOR(pg_catalog.<>) pg_current_xact_id()::xid AS by_subtransaction
+  FROM idempotency.inbox WHERE consumer = 'sub' ORDER BY message_id;
+-- a transaction never gets more than 32 such XIDs from us (a backend keeps
+-- 64 before every snapshot in the cluster slows down), however many batches
+SELECT sum((SELECT count(*) FROM idempotency.inbox_receive_batch('sub', ARRAY['loop-' || g || '-b', 'loop-' || g || '-a']))) AS new_ids
+  FROM generate_series(1, 40) AS g;
+SELECT count(DISTINCT xmin::text) FILTER (WHERE xmin OPERATOR(pg_catalog.<>) pg_current_xact_id()::xid) AS subtransactions,
+	   count(*) FILTER (WHERE xmin OPERATOR(pg_catalog.=) pg_current_xact_id()::xid) AS rows_by_top
+  FROM idempotency.inbox WHERE consumer = 'sub';
+COMMIT;
+SELECT count(*) AS all_recorded FROM idempotency.inbox WHERE consumer = 'sub';
 
 -- bad input
 SELECT idempotency.inbox_receive(NULL, 'x');

@@ -164,6 +164,7 @@ typedef enum RegistryStmt
 	RS_HISTORY_CLEANUP,			/* delete a batch of expired history */
 	RS_INBOX_RECEIVE,			/* record one message id, or nothing */
 	RS_INBOX_RECLAIM,			/* renew one expired message id */
+	RS_INBOX_INSERT_NEW,		/* record many message ids, all new */
 	RS_INBOX_RECEIVE_BATCH,		/* record many message ids */
 	RS_INBOX_RENEW_EXPIRED,		/* renew expired entries among many ids */
 	RS_INBOX_CLEANUP,			/* delete a batch of expired inbox entries */
@@ -195,6 +196,9 @@ extern void RegistryCallBegin(RegistryCall *call);
 extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
+extern bool RegistryTryExecute(RegistryStmt stmt, Datum *values,
+							   const char *nulls, int sqlerrcode,
+							   uint64 *processed);
 
 extern Datum RegistryOwnerName(Oid roleid);
 

@@ -23,12 +23,15 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+
+/* Batches smaller than this go straight to INSERT ... ON CONFLICT. */
+#define INBOX_PLAIN_INSERT_MIN_BATCH 2
 
 /*
  * inbox_text_arg
@@ -93,30 +96,97 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 }
 
 /*
- * inbox_collect
- *		Add the message ids in SPI_tuptable to a set (created if NULL), kept
- *		in the caller's memory.
+ * inbox_id_cmp
+ *		Bytewise order of two text datums, the order COLLATE "C" gives them.
  */
-static HTAB *
-inbox_collect(HTAB *set, uint64 nrows)
+static int
+inbox_id_cmp(const void *a, const void *b)
 {
-	if (set == NULL)
-	{
-		HASHCTL		ctl;
+	Pointer		x = DatumGetPointer(*(const Datum *) a);
+	Pointer		y = DatumGetPointer(*(const Datum *) b);
+	int			xlen = VARSIZE_ANY_EXHDR(x);
+	int			ylen = VARSIZE_ANY_EXHDR(y);
+	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(xlen, ylen));
 
-		ctl.keysize = IDEMPOTENCY_KEY_MAXLEN + 1;
-		ctl.entrysize = IDEMPOTENCY_KEY_MAXLEN + 1;
-		ctl.hcxt = CurrentMemoryContext;
-		set = hash_create("idempotency inbox batch", Max(nrows, 16), &ctl,
-						  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
+	return c != 0 ? c : (xlen > ylen) - (xlen < ylen);
+}
+
+/*
+ * inbox_sorted_unique
+ *		The ids sorted and each once; returns how many.  A batch is written in
+ *		this order, so that two batches sharing ids lock them in the same
+ *		order and cannot deadlock, and with no repeats, which would make the
+ *		all-new INSERT fail.  Sorting here costs far less than a Sort node.
+ */
+static int
+inbox_sorted_unique(Datum *ids, int n, Datum **sorted)
+{
+	Datum	   *s = palloc(sizeof(Datum) * n);
+	int			m = 0;
+
+	for (int i = 0; i < n; i++)
+		s[i] = ids[i];
+	qsort(s, n, sizeof(Datum), inbox_id_cmp);
+	for (int i = 0; i < n; i++)
+		if (m == 0 || inbox_id_cmp(&s[m - 1], &s[i]) != 0)
+			s[m++] = s[i];
+	*sorted = s;
+	return m;
+}
+
+/*
+ * inbox_mark
+ *		Set is_new[] for the ids SPI_tuptable holds, at their places among
+ *		the sorted ids; returns how many it set.
+ */
+static int
+inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
+{
+	int			marked = 0;
+
 	for (uint64 i = 0; i < nrows; i++)
 	{
-		char	   *id = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+		Datum		id = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum	   *hit = bsearch(&id, sorted, m, sizeof(Datum), inbox_id_cmp);
 
-		hash_search(set, id, HASH_ENTER, NULL);
+		if (hit != NULL && !is_new[hit - sorted])
+		{
+			is_new[hit - sorted] = true;
+			marked++;
+		}
 	}
-	return set;
+	return marked;
+}
+
+/*
+ * inbox_try_all_new
+ *		Record a batch with one plain INSERT, which succeeds only if every id
+ *		is new; true if it did.  It runs in a subtransaction
+ *		so that a unique violation can be caught, and the batch handed to the
+ *		ON CONFLICT statement instead.
+ *
+ * A subtransaction that writes takes an XID of its own, and a backend past
+ * PGPROC_MAX_CACHED_SUBXIDS of them makes every other backend's snapshots
+ * slower until it ends.  So this path is skipped for small batches, where
+ * it saves little, and once the transaction holds half that many, so that a
+ * consumer calling this in a long loop never pushes its transaction over.
+ */
+static bool
+inbox_try_all_new(Datum *values, int n)
+{
+	uint64		inserted;
+
+	if (n < INBOX_PLAIN_INSERT_MIN_BATCH ||
+		MyProc->subxidStatus.overflowed ||
+		MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS / 2)
+		return false;
+
+	if (!RegistryTryExecute(RS_INBOX_INSERT_NEW, values, NULL,
+							ERRCODE_UNIQUE_VIOLATION, &inserted))
+		return false;
+	Assert(inserted == (uint64) n);
+	return true;
 }
 
 PG_FUNCTION_INFO_V1(idempotency_inbox_receive_batch);
@@ -137,7 +207,9 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
-	HTAB	   *new_ids;
+	Datum	   *sorted;
+	int			m;
+	bool	   *is_new;
 	int			emitted = 0;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
@@ -170,36 +242,37 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	if (n == 0)
 		return (Datum) 0;
 
+	m = inbox_sorted_unique(elems, n, &sorted);
+	is_new = palloc0(sizeof(bool) * m);
+
 	RegistryCallBegin(&call);
 	values[0] = call.owner;
-	values[2] = PointerGetDatum(ids);
+	values[2] = PointerGetDatum(construct_array(sorted, m, TEXTOID, -1, false, TYPALIGN_INT));
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(inbox_expiry(fcinfo, 2, call.now));
 
 	/*
-	 * Record the batch; the ids it returns were new.  Only if some were not
-	 * (redeliveries, or repeats inside the batch) look for expired entries
-	 * among them, which count as unseen and are renewed: the common all-new
-	 * batch costs one statement.
+	 * The common case, a batch of new ids, is one plain INSERT.  Otherwise
+	 * some ids were seen before: record the batch skipping those, and among
+	 * those renew the expired entries, which count as unseen.
 	 */
-	new_ids = inbox_collect(NULL, RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL));
-	if (hash_get_num_entries(new_ids) < (long) n)
-		new_ids = inbox_collect(new_ids, RegistryExecute(RS_INBOX_RENEW_EXPIRED, values, NULL));
+	if (inbox_try_all_new(values, m))
+		memset(is_new, true, sizeof(bool) * m);
+	else if (inbox_mark(sorted, m, is_new,
+						RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL)) < m)
+		inbox_mark(sorted, m, is_new, RegistryExecute(RS_INBOX_RENEW_EXPIRED, values, NULL));
 
 	/* the new ids in input order, each once */
 	for (int i = 0; i < n; i++)
 	{
-		char		key[IDEMPOTENCY_KEY_MAXLEN + 1];
-		bool		found;
+		int			j = (Datum *) bsearch(&elems[i], sorted, m, sizeof(Datum), inbox_id_cmp) - sorted;
 
-		text_to_cstring_buffer((text *) DatumGetPointer(elems[i]), key, sizeof(key));
-		hash_search(new_ids, key, HASH_REMOVE, &found);
-		if (found)
+		if (is_new[j])
 		{
-			Datum		id[1] = {elems[i]};
 			bool		idnull[1] = {false};
 
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, id, idnull);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &elems[i], idnull);
+			is_new[j] = false;
 			emitted++;
 		}
 	}

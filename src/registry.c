@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -42,6 +43,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -61,6 +63,14 @@ typedef struct RegistryStmtDef
 	int			nargs;
 	Oid			argtypes[REGISTRY_MAX_ARGS];
 	int			expected_rc;
+
+	/*
+	 * Plan for the actual values every time.  The cleanup's statements need
+	 * it: a generic plan guesses LIMIT $2 and the share of expired rows, and
+	 * on a large table may guess a hash join over all of it; a batch runs
+	 * rarely enough that planning it each time costs nothing.
+	 */
+	bool		custom_plan;
 } RegistryStmtDef;
 
 /*
@@ -156,7 +166,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" WHERE r.key OPERATOR(idempotency.=) x.key"
 		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
-		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
 	},
 
 	[RS_HISTORY_INSERT] = {
@@ -177,7 +187,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		"   SELECT e.ctid FROM idempotency.state_history AS e"
 		"    WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
 		"    ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
-		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
 	},
 
 	/*
@@ -201,14 +211,25 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 
 	/*
-	 * Rows go in in input order, and RETURNING gives back the ids that were
-	 * new, in that order; a repeat inside the batch conflicts with its first
-	 * occurrence and is skipped.
+	 * $3 holds a batch's ids sorted and each once (inbox.c), and unnest
+	 * inserts them in that order.
+	 *
+	 * RS_INBOX_INSERT_NEW is a plain INSERT, for a batch expected to be all
+	 * new: it fails with unique_violation if any id was seen before, and the
+	 * caller runs it in a subtransaction and falls back to
+	 * RS_INBOX_RECEIVE_BATCH, whose RETURNING gives back the ids that were
+	 * new.  A plain INSERT costs half as much per row as ON CONFLICT, whose
+	 * speculative insertion takes a lock, probes the index and writes a
+	 * second WAL record for every row.
 	 */
+	[RS_INBOX_INSERT_NEW] = {
+		"INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+		" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)",
+		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT
+	},
 	[RS_INBOX_RECEIVE_BATCH] = {
 		"INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
-		" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) WITH ORDINALITY AS m(id, ord)"
-		" ORDER BY m.ord"
+		" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
 		" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id",
 		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT_RETURNING
 	},
@@ -221,15 +242,20 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" RETURNING i.message_id",
 		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE_RETURNING
 	},
+	/*
+	 * The inbox's expiry index is a BRIN index, which cannot return entries
+	 * in order: a batch takes any expired entries, in the order they lie in
+	 * the table, and stops once it has enough.
+	 */
 	[RS_INBOX_CLEANUP] = {
 		"DELETE FROM idempotency.inbox AS i"
 		" USING (SELECT e.message_id, e.consumer, e.owner FROM idempotency.inbox AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
-		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+		"        LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
 		" WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
 		" AND i.consumer OPERATOR(pg_catalog.=) x.consumer"
 		" AND i.owner OPERATOR(pg_catalog.=) x.owner",
-		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
 	},
 
 	/* tokens: $1 owner, $2 scope, $3 token */
@@ -261,7 +287,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" WHERE t.token OPERATOR(idempotency.=) x.token"
 		" AND t.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND t.owner OPERATOR(pg_catalog.=) x.owner",
-		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE
+		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
 	},
 };
 
@@ -402,7 +428,8 @@ registry_plan(RegistryStmt stmt)
 		argtypes[i] = def->argtypes[i] == KEYTYPE_PLACEHOLDER ?
 			registry_cache.keytype : def->argtypes[i];
 
-	plan = SPI_prepare(def->sql, def->nargs, argtypes);
+	plan = SPI_prepare_cursor(def->sql, def->nargs, argtypes,
+							  def->custom_plan ? CURSOR_OPT_CUSTOM_PLAN : 0);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s",
 			 def->sql, SPI_result_code_string(SPI_result));
@@ -461,6 +488,52 @@ IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be a positive interval", name)));
 	return result;
+}
+
+/*
+ * RegistryTryExecute
+ *		RegistryExecute in a subtransaction: an error with the given SQLSTATE
+ *		rolls back what the statement did and returns false; any other error
+ *		propagates.  The subtransaction's abort restores the identity and SPI
+ *		connection that RegistryCallBegin set up.
+ */
+bool
+RegistryTryExecute(RegistryStmt stmt, Datum *values, const char *nulls,
+				   int sqlerrcode, uint64 *processed)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		done;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+
+	PG_TRY();
+	{
+		*processed = RegistryExecute(stmt, values, nulls);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		done = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != sqlerrcode)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		FreeErrorData(edata);
+		*processed = 0;
+		done = false;
+	}
+	PG_END_TRY();
+	return done;
 }
 
 /*
