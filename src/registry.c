@@ -242,16 +242,11 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" RETURNING i.message_id",
 		5, {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE_RETURNING
 	},
-	/*
-	 * The inbox's expiry index is a BRIN index, which cannot return entries
-	 * in order: a batch takes any expired entries, in the order they lie in
-	 * the table, and stops once it has enough.
-	 */
 	[RS_INBOX_CLEANUP] = {
 		"DELETE FROM idempotency.inbox AS i"
 		" USING (SELECT e.message_id, e.consumer, e.owner FROM idempotency.inbox AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
-		"        LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
 		" WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
 		" AND i.consumer OPERATOR(pg_catalog.=) x.consumer"
 		" AND i.owner OPERATOR(pg_catalog.=) x.owner",

@@ -600,12 +600,7 @@ CREATE TABLE idempotency.inbox (
 	CONSTRAINT inbox_pkey PRIMARY KEY (message_id, consumer, owner)
 ) WITH (fillfactor = 90);
 
--- The cleanup's way to expired entries.  A BRIN index: entries arrive in
--- roughly the order they expire, and a batch of new ids would otherwise pay
--- for a second btree entry (and its WAL) per id.  autosummarize keeps the
--- newest ranges summarized without waiting for a VACUUM.
-CREATE INDEX inbox_expires_at_idx ON idempotency.inbox USING brin (expires_at)
-	WITH (autosummarize = on);
+CREATE INDEX inbox_expires_at_idx ON idempotency.inbox (expires_at);
 
 COMMENT ON TABLE idempotency.inbox IS
 'message ids seen by each consumer; written by inbox_receive and inbox_receive_batch';
