@@ -358,6 +358,38 @@ begin_nowait(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	PG_END_TRY();
 }
 
+/*
+ * begin_result_desc
+ *		The result row's descriptor, built and blessed once per backend.
+ *		fn_extra would not keep it: PL/pgSQL evaluates a call such as
+ *		"b := idempotency.idempotent_begin(...)" with a new FmgrInfo in every
+ *		transaction, and building the descriptor showed in profiles of the
+ *		replay path.
+ */
+static TupleDesc
+begin_result_desc(FunctionCallInfo fcinfo)
+{
+	static TupleDesc desc = NULL;
+	static Oid	desc_fn = InvalidOid;
+	TupleDesc	tupdesc;
+	MemoryContext oldcontext;
+
+	if (desc != NULL && desc_fn == fcinfo->flinfo->fn_oid)
+		return desc;
+
+	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	MemoryContextSwitchTo(oldcontext);
+
+	if (desc != NULL)
+		FreeTupleDesc(desc);
+	desc = tupdesc;
+	desc_fn = fcinfo->flinfo->fn_oid;
+	return desc;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
 
 /*
@@ -390,17 +422,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	IdempotencyRequireArg(fcinfo, 6, "require_token");
 	require_token = PG_GETARG_BOOL(6);
 
-	/* the result row's descriptor, built once per call site */
-	if (fcinfo->flinfo->fn_extra == NULL)
-	{
-		MemoryContext oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		fcinfo->flinfo->fn_extra = BlessTupleDesc(tupdesc);
-		MemoryContextSwitchTo(oldcontext);
-	}
-	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	tupdesc = begin_result_desc(fcinfo);
 
 	RegistryCallBegin(&call);
 
