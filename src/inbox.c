@@ -162,15 +162,16 @@ inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
 /*
  * inbox_try_all_new
  *		Record a batch with one plain INSERT, which succeeds only if every id
- *		is new; true if it did.  It runs in a subtransaction
- *		so that a unique violation can be caught, and the batch handed to the
- *		ON CONFLICT statement instead.
+ *		is new; true if it did.  It runs in a subtransaction so that a unique
+ *		violation can be caught and the batch handed to the ON CONFLICT
+ *		statement instead.
  *
  * A subtransaction that writes takes an XID of its own, and a backend past
  * PGPROC_MAX_CACHED_SUBXIDS of them makes every other backend's snapshots
- * slower until it ends.  So this path is skipped for small batches, where
- * it saves little, and once the transaction holds half that many, so that a
- * consumer calling this in a long loop never pushes its transaction over.
+ * slower until it ends.  So this path is skipped for a single id, where the
+ * subtransaction costs about what it saves, and once the transaction holds
+ * half that many, so that a consumer calling this in a long loop never
+ * pushes its transaction over.
  */
 static bool
 inbox_try_all_new(Datum *values, int n)

@@ -498,7 +498,7 @@ RegistryTryExecute(RegistryStmt stmt, Datum *values, const char *nulls,
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	bool		done;
+	volatile bool done;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
