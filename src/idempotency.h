@@ -196,9 +196,7 @@ extern void RegistryCallBegin(RegistryCall *call);
 extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
-extern bool RegistryTryExecute(RegistryStmt stmt, Datum *values,
-							   const char *nulls, int sqlerrcode,
-							   uint64 *processed);
+extern bool RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
 
 extern Datum RegistryOwnerName(Oid roleid);
 

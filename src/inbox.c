@@ -160,6 +160,16 @@ inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
 }
 
 /*
+ * inbox_insert_new
+ *		RS_INBOX_INSERT_NEW, as RegistryTry runs it.
+ */
+static void
+inbox_insert_new(void *values)
+{
+	(void) RegistryExecute(RS_INBOX_INSERT_NEW, (Datum *) values, NULL);
+}
+
+/*
  * inbox_try_all_new
  *		Record a batch with one plain INSERT, which succeeds only if every id
  *		is new; true if it did.  It runs in a subtransaction so that a unique
@@ -176,18 +186,11 @@ inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
 static bool
 inbox_try_all_new(Datum *values, int n)
 {
-	uint64		inserted;
-
 	if (n < INBOX_PLAIN_INSERT_MIN_BATCH ||
 		MyProc->subxidStatus.overflowed ||
 		MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS / 2)
 		return false;
-
-	if (!RegistryTryExecute(RS_INBOX_INSERT_NEW, values, NULL,
-							ERRCODE_UNIQUE_VIOLATION, &inserted))
-		return false;
-	Assert(inserted == (uint64) n);
-	return true;
+	return RegistryTry(inbox_insert_new, values, ERRCODE_UNIQUE_VIOLATION);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_inbox_receive_batch);

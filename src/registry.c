@@ -486,15 +486,14 @@ IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
 }
 
 /*
- * RegistryTryExecute
- *		RegistryExecute in a subtransaction: an error with the given SQLSTATE
- *		rolls back what the statement did and returns false; any other error
- *		propagates.  The subtransaction's abort restores the identity and SPI
- *		connection that RegistryCallBegin set up.
+ * RegistryTry
+ *		Run fn(arg) in a subtransaction.  An error with the given SQLSTATE
+ *		rolls back what fn did and returns false; any other error propagates.
+ *		The abort restores the identity and SPI connection that were in force
+ *		when the subtransaction started: the ones RegistryCallBegin set up.
  */
 bool
-RegistryTryExecute(RegistryStmt stmt, Datum *values, const char *nulls,
-				   int sqlerrcode, uint64 *processed)
+RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -505,7 +504,7 @@ RegistryTryExecute(RegistryStmt stmt, Datum *values, const char *nulls,
 
 	PG_TRY();
 	{
-		*processed = RegistryExecute(stmt, values, nulls);
+		fn(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
@@ -524,7 +523,6 @@ RegistryTryExecute(RegistryStmt stmt, Datum *values, const char *nulls,
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
 		FreeErrorData(edata);
-		*processed = 0;
 		done = false;
 	}
 	PG_END_TRY();

@@ -47,7 +47,6 @@
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
@@ -305,6 +304,31 @@ begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
 			 errhint("Retry the request.")));
 }
 
+/* begin_loop's arguments, passed through RegistryTry */
+typedef struct BeginNowait
+{
+	RegistryCall *call;
+	BeginArgs  *args;
+	BeginResult *result;
+} BeginNowait;
+
+/*
+ * begin_loop_nowait
+ *		begin_loop with lock waits timing out after 1 ms.  The subtransaction
+ *		it runs in undoes the setting if it fails.
+ */
+static void
+begin_loop_nowait(void *arg)
+{
+	BeginNowait *b = (BeginNowait *) arg;
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	begin_loop(b->call, b->args, b->result);
+	AtEOXact_GUC(true, nestlevel);
+}
+
 /*
  * begin_nowait
  *		begin_loop in a subtransaction whose lock waits time out after 1 ms;
@@ -313,49 +337,14 @@ begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
 static void
 begin_nowait(RegistryCall *call, BeginArgs *args, BeginResult *result)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
+	BeginNowait b = {call, args, result};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-
-	PG_TRY();
+	if (!RegistryTry(begin_loop_nowait, &b, ERRCODE_LOCK_NOT_AVAILABLE))
 	{
-		int			nestlevel = NewGUCNestLevel();
-
-		(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		begin_loop(call, args, result);
-		AtEOXact_GUC(true, nestlevel);
-
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		FreeErrorData(edata);
-
-		/*
-		 * The abort restored the identity and SPI connection that were in
-		 * force when the subtransaction started: ours, as set up by
-		 * RegistryCallBegin.
-		 */
 		memset(result, 0, sizeof(BeginResult));
 		result->outcome = "in_progress";
 		result->status = "processing";
 	}
-	PG_END_TRY();
 }
 
 /*
