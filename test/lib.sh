@@ -5,8 +5,10 @@
 # PostgreSQL 15.  Everything that starts a server runs as the unprivileged
 # user "postgres" (initdb refuses root), in a copy of the tree it owns.
 
-PG_MAJOR=15
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_MAJOR=${PG_MAJOR:-15}
+# PG_BINDIR may point at another installation of the same major (a private
+# copy, so that several checkouts can install and test side by side)
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_CFLAGS_STRICT="-Wall -Wextra -Werror -Wno-unused-parameter -DUSE_ASSERT_CHECKING"
 # what benchmarks build with: the same warnings, no assertions
 PG_CFLAGS_RELEASE="-Wall -Wextra -Werror -Wno-unused-parameter"
