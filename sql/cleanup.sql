@@ -7,7 +7,8 @@ SET search_path = public;
 
 SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
 SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
-UPDATE idempotency.registry SET expires_at = now() - (i || ' minutes')::interval
+UPDATE idempotency.registry SET expires_at = now() - (i || ' minutes')::interval,
+       attempt = attempt - 120
   FROM generate_series(1, 5) AS i WHERE key = ('old-' || i)::idempotency.key;
 
 -- the oldest first: old-5 expired longest ago
@@ -16,6 +17,18 @@ SELECT key FROM idempotency.registry WHERE key::text LIKE 'old-%' ORDER BY key;
 SELECT idempotency.cleanup();
 SELECT idempotency.cleanup();
 SELECT count(*) AS live_left FROM idempotency.registry WHERE key::text LIKE 'live-%';
+
+-- a record whose last attempt was issued less than two seconds ago stays
+-- until then even though it expired (abandoned here): once it is gone, the
+-- next claim of the key takes its attempt from the clock, which must be past
+-- every attempt the record had
+SELECT attempt AS fresh_attempt FROM idempotency.idempotent_begin('fresh') \gset
+SELECT idempotency.idempotent_abandon('fresh');
+SELECT idempotency.cleanup();
+SELECT status FROM idempotency.registry WHERE key = 'fresh';
+UPDATE idempotency.registry SET attempt = attempt - 2 WHERE key = 'fresh';
+SELECT idempotency.cleanup();
+SELECT count(*) FROM idempotency.registry WHERE key = 'fresh';
 
 -- bad batch sizes
 SELECT idempotency.cleanup(0);

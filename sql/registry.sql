@@ -4,6 +4,20 @@
 --
 SET search_path = public;
 
+-- errors that name attempt numbers (fencing tokens read from the clock)
+-- are shown with those numbers masked
+CREATE FUNCTION fenced_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	msg text;
+	det text;
+BEGIN
+	EXECUTE sql;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+	RETURN regexp_replace(SQLSTATE || ': ' || msg || ' / ' || det, '[0-9]{6,}', 'N', 'g');
+END $$;
+
 -- a business table guarded by the key as well: the final line of defence
 CREATE TABLE charges (
 	key idempotency.key PRIMARY KEY,
@@ -45,13 +59,20 @@ SELECT pay('order:ORD1:pay', 'ORD1', 99);
 SELECT count(*) AS charges FROM charges;
 
 -- outcomes, step by step
-SELECT outcome, status, response, attempt, expires_at > now() + interval '23 hours' AS ttl_24h,
+-- (attempt numbers are fencing tokens read from the clock: seconds since
+-- 2000-01-01, growing with every claim of a key; the tests compare them)
+SELECT outcome, status, response,
+       attempt BETWEEN extract(epoch FROM now() - '2000-01-01 UTC'::timestamptz)::int - 1
+                   AND extract(epoch FROM now() - '2000-01-01 UTC'::timestamptz)::int + 1 AS attempt_from_clock,
+       expires_at > now() + interval '23 hours' AS ttl_24h,
        lease_until BETWEEN now() + interval '4 minutes' AND now() + interval '6 minutes' AS lease_5min
-  FROM idempotency.idempotent_begin('k-steps');
--- begin again while the claim's lease runs: in_progress
-SELECT outcome, status, response, attempt FROM idempotency.idempotent_begin('k-steps');
+  FROM idempotency.idempotent_begin('k-steps') \gset steps_
+\echo :steps_outcome :steps_status :steps_attempt_from_clock :steps_ttl_24h :steps_lease_5min
+SELECT attempt AS steps_attempt FROM idempotency.my_records WHERE key = 'k-steps' \gset
+-- begin again while the claim's lease runs: in_progress, the same attempt
+SELECT outcome, status, response, attempt = :steps_attempt AS same_attempt FROM idempotency.idempotent_begin('k-steps');
 SELECT idempotency.idempotent_finish('k-steps', '{"id": 7}');
-SELECT outcome, status, response, attempt, lease_until FROM idempotency.idempotent_begin('k-steps');
+SELECT outcome, status, response, attempt = :steps_attempt AS same_attempt, lease_until FROM idempotency.idempotent_begin('k-steps');
 
 -- a failure that must not run again replays like a success
 SELECT outcome FROM idempotency.idempotent_begin('k-failed');
@@ -63,12 +84,17 @@ SELECT outcome FROM idempotency.idempotent_begin('k-null');
 SELECT idempotency.idempotent_finish('k-null', NULL);
 SELECT outcome, status, response IS NULL AS no_response FROM idempotency.idempotent_begin('k-null');
 
--- abandon: a retryable failure; the next begin executes again
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
+-- abandon: a retryable failure; the next begin executes again, with a new
+-- attempt (an abandoned claim is kept as "abandoned" so that its number is
+-- never issued again)
+SELECT outcome, attempt AS ab1 FROM idempotency.idempotent_begin('k-abandon') \gset
 SELECT idempotency.idempotent_abandon('k-abandon');
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
-SELECT idempotency.idempotent_abandon('k-abandon', attempt => 1);
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-abandon');
+SELECT status, expired FROM idempotency.my_records WHERE key = 'k-abandon';
+SELECT outcome, attempt > :ab1 AS newer, attempt AS ab2 FROM idempotency.idempotent_begin('k-abandon') \gset
+\echo :outcome :newer
+SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-abandon', attempt => $$ || :ab1 || ')');
+SELECT idempotency.idempotent_abandon('k-abandon', attempt => :ab2);
+SELECT outcome, attempt > :ab2 AS newer FROM idempotency.idempotent_begin('k-abandon');
 
 -- scopes keep equal keys apart
 SELECT outcome FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
@@ -77,13 +103,34 @@ SELECT idempotency.idempotent_finish('k-scoped', '"in a"', scope => 'a');
 SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
 SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'b', wait => false);
 
--- request fingerprints: key order does not matter (jsonb normalises it),
--- a NULL request is not checked, a different request is rejected
+-- request fingerprints: requests equal as jsonb match (key order, duplicate
+-- keys, number formatting: 1 = 1.0 = 1e0), a NULL request is not checked,
+-- a different request is rejected
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [1, 2]}');
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"b": [1, 2], "a": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"b": [1, 2], "a": 0, "a": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1.0, "b": [1.00, 2e0]}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 0.1e1, "b": [10e-1, 0.2E+1]}');
 SELECT outcome FROM idempotency.idempotent_begin('k-fp');
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [2, 1]}');
-SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1.0, "b": [1, 2]}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": "1", "b": [1, 2]}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [1, 2], "c": null}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '[{"a": 1, "b": [1, 2]}]');
+-- a scalar and a one-element array differ, as do a string and a number
+SELECT outcome FROM idempotency.idempotent_begin('k-fp2', request => '99');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp2', request => '99.00');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp2', request => '9.9e1');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp2', request => '[99]');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp2', request => '"99"');
+-- the first byte of a fingerprint is its version (2); a record written with
+-- version 1 (a bare SHA-256 of jsonb's text) keeps matching its retries
+SELECT get_byte(fingerprint, 0) AS version, length(fingerprint) AS bytes
+  FROM idempotency.registry WHERE key = 'k-fp2';
+SELECT outcome FROM idempotency.idempotent_begin('k-fp-v1');
+UPDATE idempotency.registry SET fingerprint = sha256(convert_to('{"amount": 10.0}', 'UTF8'))
+ WHERE key = 'k-fp-v1';
+SELECT outcome FROM idempotency.idempotent_begin('k-fp-v1', request => '{"amount": 10.0}');
+SELECT outcome FROM idempotency.idempotent_begin('k-fp-v1', request => '{"amount": 10}');
 DO $$
 BEGIN
 	PERFORM idempotency.idempotent_begin('k-fp', request => '{"a": 2}');
@@ -91,15 +138,19 @@ EXCEPTION WHEN OTHERS THEN
 	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
 END $$;
 
--- a lease that ran out is taken over: attempt + 1, and the old attempt is fenced
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-lease', lease => '1 minute');
+-- a lease that ran out is taken over: a new attempt, and the old one is fenced
+SELECT attempt AS l1 FROM idempotency.idempotent_begin('k-lease', lease => '1 minute') \gset
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-lease';
-SELECT outcome, status, attempt, lease_until > now() AS new_lease FROM idempotency.idempotent_begin('k-lease');
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-lease');
-SELECT idempotency.idempotent_finish('k-lease', '"late"', attempt => 1);
-SELECT idempotency.idempotent_abandon('k-lease', attempt => 1);
-SELECT idempotency.idempotent_finish('k-lease', '"new owner"', attempt => 2);
-SELECT outcome, response, attempt FROM idempotency.idempotent_begin('k-lease');
+SELECT outcome, status, attempt > :l1 AS newer, lease_until > now() AS new_lease
+  FROM idempotency.idempotent_begin('k-lease');
+SELECT attempt AS l2 FROM idempotency.my_records WHERE key = 'k-lease' \gset
+SELECT outcome, attempt = :l2 AS same FROM idempotency.idempotent_begin('k-lease');
+SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-lease', '"late"', attempt => $$ || :l1 || ')');
+SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-lease', attempt => $$ || :l1 || ')');
+-- an attempt that was never issued says so
+SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-lease', '"forged"', attempt => $$ || :l2 + 5 || ')');
+SELECT idempotency.idempotent_finish('k-lease', '"new owner"', attempt => :l2);
+SELECT outcome, response, attempt = :l2 AS same FROM idempotency.idempotent_begin('k-lease');
 
 -- an expired record counts as absent, whether or not it has been cleaned
 SELECT outcome FROM idempotency.idempotent_begin('k-expired', request => '{"v": 1}');
@@ -108,7 +159,7 @@ UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE k
 SELECT key, status, expired FROM idempotency.my_records WHERE key = 'k-expired';
 SELECT idempotency.idempotent_finish('k-expired', '"too late"');
 -- a new request under the expired key is fine: the old fingerprint is gone too
-SELECT outcome, status, response, attempt FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
+SELECT outcome, status, response, attempt IS NOT NULL AS attempt FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
 SELECT idempotency.idempotent_finish('k-expired', '"new"');
 SELECT outcome, response FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
 
@@ -139,7 +190,8 @@ INSERT INTO charges VALUES ('k-tx', 'ORD-TX', 1);   -- duplicate: the business t
 ROLLBACK TO work;
 SELECT idempotency.idempotent_abandon('k-tx2');
 COMMIT;
-SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'k-tx2';
+SELECT status, expired FROM idempotency.my_records WHERE key = 'k-tx2';
+SELECT outcome FROM idempotency.idempotent_begin('k-tx2');
 
 -- the unique index rejects a second record even when the functions are bypassed
 INSERT INTO idempotency.registry (owner, scope, key, status, attempt, created_at, updated_at, expires_at)
@@ -153,7 +205,7 @@ SELECT idempotency.idempotent_finish('k-big', jsonb_build_object('blob', repeat(
 SELECT outcome, length(response->>'blob') FROM idempotency.idempotent_begin('k-big');
 
 -- my_records shows the caller's records
-SELECT key, scope, status, attempt, expired FROM idempotency.my_records
+SELECT key, scope, status, attempt IS NOT NULL AS attempt, expired FROM idempotency.my_records
  WHERE key IN ('k-steps', 'k-failed', 'k-scoped') ORDER BY key, scope;
 
 -- the registry's primary key is (key, scope, owner) and finish is a HOT update
@@ -173,4 +225,5 @@ DROP TABLE hot_before;
 TRUNCATE idempotency.registry;
 DROP TABLE charges;
 DROP FUNCTION pay(idempotency.key, text, numeric);
+DROP FUNCTION fenced_error(text);
 RESET search_path;

@@ -5,6 +5,20 @@
 SET search_path = public;
 \set VERBOSITY default
 
+-- errors that name attempt numbers (fencing tokens read from the clock)
+-- are shown with those numbers masked
+CREATE FUNCTION fenced_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	msg text;
+	det text;
+BEGIN
+	EXECUTE sql;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+	RETURN regexp_replace(SQLSTATE || ': ' || msg || ' / ' || det, '[0-9]{6,}', 'N', 'g');
+END $$;
+
 -- a helper that shows the SQLSTATE of an error
 CREATE FUNCTION sqlstate_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -18,7 +32,11 @@ END $$;
 SELECT idempotency.idempotent_begin(NULL);
 SELECT idempotency.idempotent_begin('k', scope => NULL);
 SELECT idempotency.idempotent_begin('k', ttl => NULL);
-SELECT idempotency.idempotent_begin('k', lease => NULL);
+-- a NULL lease is the default: the shorter of 5 minutes and ttl
+SELECT outcome, lease_until = expires_at AS lease_is_ttl
+  FROM idempotency.idempotent_begin('k-short', ttl => '30 seconds', lease => NULL);
+SELECT outcome, lease_until BETWEEN now() + interval '299 seconds' AND now() + interval '301 seconds' AS lease_5min
+  FROM idempotency.idempotent_begin('k-long', ttl => '1 hour');
 SELECT idempotency.idempotent_begin('k', wait => NULL);
 SELECT idempotency.idempotent_finish(NULL, '{}');
 SELECT idempotency.idempotent_finish('k', '{}', scope => NULL);
@@ -59,11 +77,11 @@ SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-done', '{}')$$);
 SELECT response FROM idempotency.my_records WHERE key = 'k-done';
 
 -- a stale attempt (IK004)
-SELECT outcome, attempt FROM idempotency.idempotent_begin('k-stale');
-SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => 2);
-SELECT idempotency.idempotent_abandon('k-stale', attempt => 0);
+SELECT outcome, attempt AS stale FROM idempotency.idempotent_begin('k-stale') \gset
+SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => $$ || :stale + 1 || ')');
+SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-stale', attempt => $$ || :stale - 1 || ')');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => 7)$$);
-SELECT status, attempt FROM idempotency.my_records WHERE key = 'k-stale';
+SELECT status, attempt = :stale AS unchanged FROM idempotency.my_records WHERE key = 'k-stale';
 
 -- a response over idempotency.max_response_size (54000); the claim stays
 SET idempotency.max_response_size = '1kB';
@@ -86,8 +104,9 @@ SELECT fingerprint IS NOT NULL AS fingerprinted, octet_length(fingerprint) AS by
   FROM idempotency.registry WHERE key = 'k-huge-request';
 
 -- nothing above left a half-written record
-SELECT key, status, attempt FROM idempotency.my_records ORDER BY key;
+SELECT key, status FROM idempotency.my_records ORDER BY key;
 
 TRUNCATE idempotency.registry;
 DROP FUNCTION sqlstate_of(text);
+DROP FUNCTION fenced_error(text);
 RESET search_path;

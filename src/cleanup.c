@@ -40,7 +40,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 {
 	RegistryCall call;
 	int32		batch_size = idempotency_cleanup_batch_size;
-	Datum		values[2];
+	Datum		values[3];
 	uint64		deleted;
 
 	if (!PG_ARGISNULL(0))
@@ -53,6 +53,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 	RegistryCallBegin(&call);
 	values[0] = TimestampTzGetDatum(call.now);
 	values[1] = Int32GetDatum(batch_size);
+	values[2] = Int32GetDatum(RegistryFence() - 1);
 	deleted = RegistryExecute(RS_CLEANUP, values, NULL);
 	if (deleted < (uint64) batch_size)
 	{

@@ -182,6 +182,8 @@ typedef enum RegistryStmt
 #define LOOKUP_RESPONSE		4
 #define LOOKUP_LEASE_UNTIL	5
 #define LOOKUP_EXPIRES_AT	6
+#define LOOKUP_STATUS_CODE	7
+#define LOOKUP_BODY			8
 
 typedef struct RegistryCall
 {
@@ -196,12 +198,14 @@ extern void RegistryCallBegin(RegistryCall *call);
 extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
+extern int32 RegistryFence(void);
 extern bool RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
 
 extern Datum RegistryOwnerName(Oid roleid);
 
 /* registry.c: argument checks shared by every SQL-callable function */
 extern void IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern Datum IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno);
 extern Datum IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno);
 extern TimestampTz IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name);
 

@@ -44,8 +44,7 @@ lock_tag(FunctionCallInfo fcinfo)
 	StringInfoData buf;
 	uint64		h;
 
-	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
-	key = PG_GETARG_TEXT_PP(0);
+	key = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
 	scope = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
 
 	/* NUL separators: no two different triples give the same bytes */

@@ -55,7 +55,7 @@
 /* Stands for the key type's OID in the argument lists below. */
 #define KEYTYPE_PLACEHOLDER InvalidOid
 
-#define REGISTRY_MAX_ARGS 8
+#define REGISTRY_MAX_ARGS 10
 
 typedef struct RegistryStmtDef
 {
@@ -87,14 +87,14 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		"INSERT INTO idempotency.registry AS r"
 		" (owner, scope, key, status, attempt, fingerprint, response,"
 		"  created_at, updated_at, lease_until, expires_at)"
-		" VALUES ($1, $2, $3, 'processing', 1, $4, NULL, $5, $5, $6, $7)"
+		" VALUES ($1, $2, $3, 'processing', $8, $4, NULL, $5, $5, $6, $7)"
 		" ON CONFLICT (owner, scope, key) DO NOTHING",
-		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_INSERT
+		8, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}, SPI_OK_INSERT
 	},
 	[RS_LOOKUP] = {
 		"SELECT r.status, r.attempt, r.fingerprint, r.response,"
-		" r.lease_until, r.expires_at"
+		" r.lease_until, r.expires_at, r.status_code, r.body"
 		" FROM idempotency.registry AS r"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
@@ -103,19 +103,22 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 	[RS_RECLAIM_EXPIRED] = {
 		"UPDATE idempotency.registry AS r"
-		" SET status = 'processing', attempt = 1, fingerprint = $4,"
-		" response = NULL, created_at = $5, updated_at = $5,"
+		" SET status = 'processing',"
+		" attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $8),"
+		" fingerprint = $4, response = NULL, created_at = $5, updated_at = $5,"
 		" lease_until = $6, expires_at = $7"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
 		" AND r.key OPERATOR(idempotency.=) $3"
-		" AND r.expires_at OPERATOR(pg_catalog.<=) $5",
-		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE
+		" AND (r.expires_at OPERATOR(pg_catalog.<=) $5"
+		"      OR r.status OPERATOR(pg_catalog.=) 'abandoned')"
+		" RETURNING r.attempt",
+		8, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE_RETURNING
 	},
 	[RS_TAKEOVER] = {
 		"UPDATE idempotency.registry AS r"
-		" SET attempt = r.attempt OPERATOR(pg_catalog.+) 1,"
+		" SET attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $6),"
 		" updated_at = $4, lease_until = $5"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
@@ -124,12 +127,14 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" AND r.lease_until OPERATOR(pg_catalog.<=) $4"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
 		" RETURNING r.attempt, r.expires_at",
-		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID,
-		TIMESTAMPTZOID}, SPI_OK_UPDATE_RETURNING
+		6, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE_RETURNING
 	},
 	[RS_FINISH] = {
 		"UPDATE idempotency.registry AS r"
-		" SET status = $4, response = $5, updated_at = $6, lease_until = NULL"
+		" SET status = $4, response = $5, updated_at = $6, lease_until = NULL,"
+		" status_code = $8, body = $9,"
+		" expires_at = COALESCE($10, r.expires_at)"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
 		" AND r.key OPERATOR(idempotency.=) $3"
@@ -137,11 +142,14 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" AND r.expires_at OPERATOR(pg_catalog.>) $6"
 		" AND ($7 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $7)"
 		" RETURNING r.attempt",
-		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE_RETURNING
+		10, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TEXTOID, JSONBOID,
+		TIMESTAMPTZOID, INT4OID, INT4OID, BYTEAOID, TIMESTAMPTZOID},
+		SPI_OK_UPDATE_RETURNING
 	},
 	[RS_ABANDON] = {
-		"DELETE FROM idempotency.registry AS r"
+		"UPDATE idempotency.registry AS r"
+		" SET status = 'abandoned', response = NULL, updated_at = $4,"
+		" lease_until = NULL, expires_at = $4"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
 		" AND r.key OPERATOR(idempotency.=) $3"
@@ -149,24 +157,29 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
 		" AND ($5 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $5)",
 		5, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TIMESTAMPTZOID, INT4OID},
-		SPI_OK_DELETE
+		SPI_OK_UPDATE
 	},
 
 	/*
-	 * $1 now, $2 batch size.  The oldest expired records first, through the
-	 * expires_at index; SKIP LOCKED passes over any record a live transaction
-	 * is changing (a claim being taken over, say), so the cleanup never
-	 * waits for the application nor removes what it holds.
+	 * $1 now, $2 batch size, $3 a fencing token one second older than the
+	 * current one.  The oldest expired records first, through the expires_at
+	 * index; SKIP LOCKED passes over any record a live transaction is
+	 * changing (a claim being taken over, say), so the cleanup never waits
+	 * for the application nor removes what it holds.  A record whose last
+	 * attempt was issued within the last two seconds stays a little longer:
+	 * once it is gone, the next claim of its key starts from the clock, and
+	 * that must be above every attempt the record ever had (RegistryFence).
 	 */
 	[RS_CLEANUP] = {
 		"DELETE FROM idempotency.registry AS r"
 		" USING (SELECT e.key, e.scope, e.owner FROM idempotency.registry AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"        AND e.attempt OPERATOR(pg_catalog.<) $3"
 		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
 		" WHERE r.key OPERATOR(idempotency.=) x.key"
 		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
-		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
+		3, {TIMESTAMPTZOID, INT4OID, INT4OID}, SPI_OK_DELETE, true
 	},
 
 	[RS_HISTORY_INSERT] = {
@@ -448,6 +461,22 @@ IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
 }
 
 /*
+ * IdempotencyKeyArg
+ *		A key argument, checked: the functions take text (so that a text or
+ *		varchar value needs no cast) and apply the key type's own rules.
+ */
+Datum
+IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *t;
+
+	IdempotencyRequireArg(fcinfo, argno, "idempotency key");
+	t = PG_GETARG_TEXT_PP(argno);
+	return PointerGetDatum(IdempotencyKeyFromBytes(VARDATA_ANY(t),
+												   VARSIZE_ANY_EXHDR(t)));
+}
+
+/*
  * IdempotencyScopeArg
  *		A scope argument, checked.  The empty string is the default scope.
  */
@@ -527,6 +556,29 @@ RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode)
 	}
 	PG_END_TRY();
 	return done;
+}
+
+/*
+ * RegistryFence
+ *		The fencing token a claim made now starts from: whole seconds since
+ *		2000-01-01, read from the clock at the moment of the claim.
+ *
+ * An attempt number is a fencing token, and one must never be issued twice
+ * for the same key.  While a record exists, every claim that changes its
+ * holder sets attempt = GREATEST(attempt + 1, RegistryFence()), so the
+ * number only grows.  An abandoned claim is not deleted but marked
+ * "abandoned" (it counts as absent), so its number is remembered too.  Only
+ * the cleanup deletes records, and only those whose attempt lies at least
+ * two seconds behind the clock (RS_CLEANUP's $3); a claim of the key after
+ * that starts from the clock, which is past every number the deleted record
+ * held.  This holds as long as the server's clock does not step back by a
+ * second or more between a deletion and the next claim of the key; an int4
+ * of seconds lasts until 2068.
+ */
+int32
+RegistryFence(void)
+{
+	return (int32) (GetCurrentTimestamp() / USECS_PER_SEC);
 }
 
 /*

@@ -7,11 +7,14 @@
  *
  *	 (absent) --begin--> processing --finish--> completed | failed
  *	                         |  ^
- *	                         |  +--begin after the lease ran out (attempt + 1)
- *	                         +----abandon--> (absent)
+ *	                         |  +--begin after the lease ran out (new attempt)
+ *	                         +----abandon--> abandoned (counts as absent)
  *
  * and a record whose expires_at has passed counts as absent, whether or not
- * the cleanup has removed it yet.
+ * the cleanup has removed it yet.  Every claim gets a new attempt number, a
+ * fencing token that is never issued twice for the same key (RegistryFence
+ * says why): that is why an abandoned claim stays as a row until the cleanup
+ * removes it, instead of being deleted.
  *
  * Concurrency.  Exactly one caller may get "execute" for a live (owner,
  * scope, key).  The unique index is what guarantees it (SCALE_OUT.md rule 5):
@@ -24,9 +27,10 @@
  * serialization failure (40001), as does a claim that conflicts with a
  * record committed after the caller's snapshot was taken.
  *
- * With wait => false the claim runs in a subtransaction with lock_timeout
- * set to 1 ms; a lock timeout there means another transaction holds the
- * record, and the answer is "in_progress".
+ * A bounded wait (wait => false, max_wait, or a lock_timeout the caller has
+ * set) runs the claim in a subtransaction with lock_timeout set to the bound;
+ * a lock timeout there means another transaction holds the record, and the
+ * answer is "in_progress" while the caller's transaction stays usable.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -41,18 +45,36 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
 
 /* How often a claim is retried when concurrent changes keep moving the record. */
 #define BEGIN_MAX_TRIES 10
+
+/* The lease a claim gets when the caller names none: the shorter of this and ttl. */
+#define DEFAULT_LEASE_USECS (5 * 60 * USECS_PER_SEC)
+
+/*
+ * An in_progress answer for a claim whose transaction has not committed (so
+ * its lease cannot be read) estimates the lease as ending this long from now
+ * at the most: such a claim is almost always a transactional one, which
+ * holds the key only while its transaction runs.
+ */
+#define UNCOMMITTED_LEASE_GUESS_USECS USECS_PER_SEC
+
+/* The fingerprint's version byte (version 1 was a bare 32-byte digest). */
+#define FINGERPRINT_VERSION 2
 
 /* Columns of idempotent_begin's result row. */
 enum
@@ -63,28 +85,54 @@ enum
 	BEGIN_ATTEMPT,
 	BEGIN_EXPIRES_AT,
 	BEGIN_LEASE_UNTIL,
+	BEGIN_STATUS_CODE,
+	BEGIN_BODY,
 	BEGIN_NCOLUMNS
+};
+
+/* Columns of lookup's result row. */
+enum
+{
+	LOOKUP_OUT_FOUND,
+	LOOKUP_OUT_STATUS,
+	LOOKUP_OUT_RESPONSE,
+	LOOKUP_OUT_STATUS_CODE,
+	LOOKUP_OUT_BODY,
+	LOOKUP_OUT_ATTEMPT,
+	LOOKUP_OUT_EXPIRES_AT,
+	LOOKUP_OUT_LEASE_UNTIL,
+	LOOKUP_OUT_REQUEST_MATCHES,
+	LOOKUP_OUT_NCOLUMNS
 };
 
 typedef struct BeginArgs
 {
 	Datum		key;
 	Datum		scope;
+	Jsonb	   *request;		/* NULL when there is none */
 	Datum		fingerprint;	/* bytea, or 0 when there is no request */
-	Interval   *ttl;
-	Interval   *lease;
 	TimestampTz lease_until;	/* now + lease */
 	TimestampTz expires_at;		/* now + ttl */
+	int			lock_timeout_ms;	/* 0: wait as long as it takes */
 } BeginArgs;
+
+/* A record's answer: what begin and lookup return of it. */
+typedef struct RecordAnswer
+{
+	const char *status;
+	Datum		response;		/* 0 when null */
+	int32		status_code;	/* 0 when null */
+	Datum		body;			/* 0 when null */
+	int32		attempt;		/* 0 when null */
+	TimestampTz expires_at;		/* 0 when null */
+	TimestampTz lease_until;	/* 0 when null */
+} RecordAnswer;
 
 typedef struct BeginResult
 {
 	const char *outcome;
-	const char *status;
-	Datum		response;		/* 0 when null */
-	int32		attempt;		/* 0 when null */
-	TimestampTz expires_at;		/* 0 when null */
-	TimestampTz lease_until;	/* 0 when null */
+	bool		takeover;		/* execute, by taking over a lapsed lease */
+	RecordAnswer rec;
 } BeginResult;
 
 /*
@@ -99,21 +147,134 @@ api_attempt(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 }
 
 /*
+ * api_canonical_scalar
+ *		Append one scalar of a request to its canonical form.
+ */
+static void
+api_canonical_scalar(StringInfo buf, JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			appendStringInfoChar(buf, 'z');
+			break;
+		case jbvBool:
+			appendStringInfoChar(buf, v->val.boolean ? 't' : 'f');
+			break;
+		case jbvString:
+			appendStringInfoChar(buf, 's');
+			escape_json(buf, pnstrdup(v->val.string.val, v->val.string.len));
+			break;
+		case jbvNumeric:
+			/* 10, 10.0 and 1e1 are equal jsonb numbers: one text for all */
+			appendStringInfoChar(buf, 'n');
+			appendStringInfoString(buf, numeric_normalize(v->val.numeric));
+			break;
+		default:
+			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
+	}
+}
+
+/*
  * api_fingerprint
- *		SHA-256 of the request's canonical text.  jsonb has already sorted
- *		object keys and dropped duplicates, so equal requests give equal text;
- *		the text form, unlike the binary one, is stable across versions.
+ *		The request's fingerprint: a version byte, then the SHA-256 of its
+ *		canonical form.
+ *
+ * Two requests have the same fingerprint exactly when they are equal as
+ * jsonb: jsonb already sorts object keys and keeps the last of duplicate
+ * keys, and numbers are written in numeric_normalize's form (the one jsonb's
+ * own hashing uses), without insignificant zeros or exponent.  Every token is
+ * tagged, and strings are quoted, so no two different values give the same
+ * text.
  */
 static Datum
 api_fingerprint(Jsonb *request)
 {
-	char	   *canonical = JsonbToCString(NULL, &request->root, VARSIZE(request));
+	JsonbIterator *it = JsonbIteratorInit(&request->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	StringInfoData buf;
+	bytea	   *result = palloc(VARHDRSZ + 1 + IDEMPOTENCY_SHA256_LEN);
+
+	initStringInfo(&buf);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+				appendStringInfoChar(&buf, v.val.array.rawScalar ? '(' : '[');
+				break;
+			case WJB_END_ARRAY:
+				appendStringInfoChar(&buf, ']');
+				break;
+			case WJB_BEGIN_OBJECT:
+				appendStringInfoChar(&buf, '{');
+				break;
+			case WJB_END_OBJECT:
+				appendStringInfoChar(&buf, '}');
+				break;
+			case WJB_KEY:
+				appendStringInfoChar(&buf, 'k');
+				escape_json(&buf, pnstrdup(v.val.string.val, v.val.string.len));
+				break;
+			case WJB_VALUE:
+			case WJB_ELEM:
+				api_canonical_scalar(&buf, &v);
+				break;
+			default:
+				elog(ERROR, "unexpected jsonb iterator token %d", (int) tok);
+		}
+	}
+
+	SET_VARSIZE(result, VARHDRSZ + 1 + IDEMPOTENCY_SHA256_LEN);
+	((uint8 *) VARDATA(result))[0] = FINGERPRINT_VERSION;
+	IdempotencySha256(buf.data, buf.len, (uint8 *) VARDATA(result) + 1);
+	pfree(buf.data);
+	return PointerGetDatum(result);
+}
+
+/*
+ * api_fingerprint_v1
+ *		The fingerprint of records written before version 2: the SHA-256 of
+ *		jsonb's text output, with no version byte.
+ */
+static Datum
+api_fingerprint_v1(Jsonb *request)
+{
+	char	   *text = JsonbToCString(NULL, &request->root, VARSIZE(request));
 	bytea	   *result = palloc(VARHDRSZ + IDEMPOTENCY_SHA256_LEN);
 
-	IdempotencySha256(canonical, strlen(canonical), (uint8 *) VARDATA(result));
+	IdempotencySha256(text, strlen(text), (uint8 *) VARDATA(result));
 	SET_VARSIZE(result, VARHDRSZ + IDEMPOTENCY_SHA256_LEN);
-	pfree(canonical);
+	pfree(text);
 	return PointerGetDatum(result);
+}
+
+/*
+ * api_bytea_equal
+ *		Content equality of two bytea datums, whatever their header forms.
+ */
+static bool
+api_bytea_equal(Datum a, Datum b)
+{
+	bytea	   *x = DatumGetByteaPP(a);
+	bytea	   *y = DatumGetByteaPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+/*
+ * api_request_matches
+ *		Whether a stored fingerprint is that of this request, in the
+ *		fingerprint version it was stored with.
+ */
+static bool
+api_request_matches(Datum stored, Jsonb *request, Datum fingerprint)
+{
+	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(stored)) == IDEMPOTENCY_SHA256_LEN)
+		return api_bytea_equal(stored, api_fingerprint_v1(request));
+	return api_bytea_equal(stored, fingerprint);
 }
 
 /*
@@ -138,7 +299,7 @@ api_status(HeapTuple row, TupleDesc desc)
 {
 	bool		isnull;
 	text	   *status = DatumGetTextPP(SPI_getbinval(row, desc, LOOKUP_STATUS, &isnull));
-	static const char *const statuses[] = {"processing", "completed", "failed"};
+	static const char *const statuses[] = {"processing", "completed", "failed", "abandoned"};
 
 	for (size_t i = 0; i < lengthof(statuses); i++)
 		if (VARSIZE_ANY_EXHDR(status) == strlen(statuses[i]) &&
@@ -149,17 +310,74 @@ api_status(HeapTuple row, TupleDesc desc)
 }
 
 /*
- * api_bytea_equal
- *		Content equality of two bytea datums, whatever their header forms.
+ * api_copy_out
+ *		A column of a record, detoasted and copied into the caller's memory:
+ *		SPI's memory goes at the end of the call, and a toast pointer could
+ *		outlive the value it points to once the record is cleaned.  0 for NULL.
+ */
+static Datum
+api_copy_out(RegistryCall *call, HeapTuple row, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		value = SPI_getbinval(row, desc, col, &isnull);
+	MemoryContext oldcontext;
+	Datum		result;
+
+	if (isnull)
+		return (Datum) 0;
+	oldcontext = MemoryContextSwitchTo(call->caller_cxt);
+	result = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(value)));
+	MemoryContextSwitchTo(oldcontext);
+	return result;
+}
+
+/*
+ * api_read_answer
+ *		Everything begin and lookup return of the record RS_LOOKUP found.
+ */
+static void
+api_read_answer(RegistryCall *call, HeapTuple row, TupleDesc desc, RecordAnswer *rec)
+{
+	bool		isnull;
+	Datum		d;
+
+	rec->status = api_status(row, desc);
+	rec->attempt = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
+	rec->expires_at = DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull));
+	d = SPI_getbinval(row, desc, LOOKUP_LEASE_UNTIL, &isnull);
+	rec->lease_until = isnull ? 0 : DatumGetTimestampTz(d);
+	d = SPI_getbinval(row, desc, LOOKUP_STATUS_CODE, &isnull);
+	rec->status_code = isnull ? 0 : DatumGetInt32(d);
+	rec->response = api_copy_out(call, row, desc, LOOKUP_RESPONSE);
+	rec->body = api_copy_out(call, row, desc, LOOKUP_BODY);
+}
+
+/*
+ * api_record_live
+ *		Whether the record RS_LOOKUP found counts as present: neither expired
+ *		nor abandoned.
  */
 static bool
-api_bytea_equal(Datum a, Datum b)
+api_record_live(RegistryCall *call, HeapTuple row, TupleDesc desc)
 {
-	bytea	   *x = DatumGetByteaPP(a);
-	bytea	   *y = DatumGetByteaPP(b);
+	bool		isnull;
 
-	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+	return DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull)) > call->now &&
+		strcmp(api_status(row, desc), "abandoned") != 0;
+}
+
+/*
+ * begin_execute
+ *		Fill in the answer for a claim that is now ours.
+ */
+static void
+begin_execute(BeginArgs *args, BeginResult *result, int32 attempt, TimestampTz expires_at)
+{
+	result->outcome = "execute";
+	result->rec.status = "processing";
+	result->rec.attempt = attempt;
+	result->rec.expires_at = expires_at;
+	result->rec.lease_until = args->lease_until;
 }
 
 /*
@@ -167,20 +385,21 @@ api_bytea_equal(Datum a, Datum b)
  *		One pass of the claim loop.  Returns true with *result filled in when
  *		it reached an answer, false when the record changed under it and the
  *		caller should try again.
+ *
+ * The fencing token is read from the clock at every pass, just before the
+ * statement that may issue it (RegistryFence says why).
  */
 static bool
 begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 {
-	Datum		values[7];
-	char		nulls[7];
-	TimestampTz lease_until = args->lease_until;
-	TimestampTz expires_at = args->expires_at;
+	Datum		values[8];
+	char		nulls[8];
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
-	const char *status;
 	Datum		stored_fp;
 	bool		fp_isnull;
+	int32		fence = RegistryFence();
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = call->owner;
@@ -189,17 +408,14 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	values[3] = args->fingerprint;
 	nulls[3] = args->fingerprint == (Datum) 0 ? 'n' : ' ';
 	values[4] = TimestampTzGetDatum(call->now);
-	values[5] = TimestampTzGetDatum(lease_until);
-	values[6] = TimestampTzGetDatum(expires_at);
+	values[5] = TimestampTzGetDatum(args->lease_until);
+	values[6] = TimestampTzGetDatum(args->expires_at);
+	values[7] = Int32GetDatum(fence);
 
 	/* the common case: nobody has this key, the claim is ours */
 	if (RegistryExecute(RS_CLAIM, values, nulls) == 1)
 	{
-		result->outcome = "execute";
-		result->status = "processing";
-		result->attempt = 1;
-		result->expires_at = expires_at;
-		result->lease_until = lease_until;
+		begin_execute(args, result, fence, args->expires_at);
 		return true;
 	}
 
@@ -209,23 +425,23 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
-	/* an expired record counts as absent: overwrite it with a fresh claim */
-	if (DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull)) <= call->now)
+	/* an expired or abandoned record counts as absent: claim it afresh */
+	if (!api_record_live(call, row, desc))
 	{
 		if (RegistryExecute(RS_RECLAIM_EXPIRED, values, nulls) == 0)
 			return false;
-		result->outcome = "execute";
-		result->status = "processing";
-		result->attempt = 1;
-		result->expires_at = expires_at;
-		result->lease_until = lease_until;
+		begin_execute(args, result,
+					  DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1,
+												  &isnull)),
+					  args->expires_at);
 		return true;
 	}
 
 	/* reusing a key for a different request is the caller's bug: say so */
 	stored_fp = SPI_getbinval(row, desc, LOOKUP_FINGERPRINT, &fp_isnull);
-	if (args->fingerprint != (Datum) 0 && !fp_isnull &&
-		!api_bytea_equal(stored_fp, args->fingerprint))
+	if (args->request != NULL && !fp_isnull &&
+		!api_request_matches(stored_fp, args->request, args->fingerprint))
 	{
 		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
@@ -236,32 +452,16 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 				 errhint("Use a new key for a new request.")));
 	}
 
-	status = api_status(row, desc);
-	result->status = status;
-	result->attempt = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
-	result->expires_at = DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull));
+	api_read_answer(call, row, desc, &result->rec);
 
-	if (strcmp(status, "processing") != 0)
+	if (strcmp(result->rec.status, "processing") != 0)
 	{
-		Datum		response = SPI_getbinval(row, desc, LOOKUP_RESPONSE, &isnull);
-
 		result->outcome = "replay";
-		/*
-		 * Copy the response out of SPI's memory, detoasted: a toast pointer
-		 * could outlive the value it points to once the record is cleaned.
-		 */
-		if (!isnull)
-		{
-			MemoryContext oldcontext = MemoryContextSwitchTo(call->caller_cxt);
-
-			result->response = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(response)));
-			MemoryContextSwitchTo(oldcontext);
-		}
+		result->rec.lease_until = 0;
 		return true;
 	}
 
-	result->lease_until = DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_LEASE_UNTIL, &isnull));
-	if (result->lease_until > call->now)
+	if (result->rec.lease_until > call->now)
 	{
 		result->outcome = "in_progress";
 		return true;
@@ -270,14 +470,18 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	/* the lease ran out: the work may have partly happened; take it over */
 	memset(nulls, ' ', sizeof(nulls));
 	values[3] = TimestampTzGetDatum(call->now);
-	values[4] = TimestampTzGetDatum(lease_until);
+	values[4] = TimestampTzGetDatum(args->lease_until);
+	values[5] = Int32GetDatum(fence);
 	if (RegistryExecute(RS_TAKEOVER, values, nulls) == 0)
 		return false;
-	result->outcome = "execute";
-	result->attempt = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1,
-												  &isnull));
-	result->lease_until = lease_until;
+	begin_execute(args, result,
+				  DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1,
+											  &isnull)),
+				  DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 2,
+													&isnull)));
+	result->takeover = true;
 	return true;
 }
 
@@ -305,66 +509,71 @@ begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
 }
 
 /* begin_loop's arguments, passed through RegistryTry */
-typedef struct BeginNowait
+typedef struct BeginBounded
 {
 	RegistryCall *call;
 	BeginArgs  *args;
 	BeginResult *result;
-} BeginNowait;
+} BeginBounded;
 
 /*
- * begin_loop_nowait
- *		begin_loop with lock waits timing out after 1 ms.  The subtransaction
- *		it runs in undoes the setting if it fails.
+ * begin_loop_bounded
+ *		begin_loop with lock waits timing out after args->lock_timeout_ms.
+ *		The subtransaction it runs in undoes the setting if it fails.
  */
 static void
-begin_loop_nowait(void *arg)
+begin_loop_bounded(void *arg)
 {
-	BeginNowait *b = (BeginNowait *) arg;
+	BeginBounded *b = (BeginBounded *) arg;
 	int			nestlevel = NewGUCNestLevel();
+	char		ms[32];
 
-	(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION,
+	snprintf(ms, sizeof(ms), "%d", b->args->lock_timeout_ms);
+	(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	begin_loop(b->call, b->args, b->result);
 	AtEOXact_GUC(true, nestlevel);
 }
 
 /*
- * begin_nowait
- *		begin_loop in a subtransaction whose lock waits time out after 1 ms;
- *		a lock timeout means another transaction holds the record.
+ * begin_bounded
+ *		begin_loop in a subtransaction whose lock waits time out; a lock
+ *		timeout means another transaction holds the record, and the answer is
+ *		in_progress, with the retry time estimated (the holder's lease is not
+ *		visible while its transaction runs).
  */
 static void
-begin_nowait(RegistryCall *call, BeginArgs *args, BeginResult *result)
+begin_bounded(RegistryCall *call, BeginArgs *args, BeginResult *result)
 {
-	BeginNowait b = {call, args, result};
+	BeginBounded b = {call, args, result};
 
-	if (!RegistryTry(begin_loop_nowait, &b, ERRCODE_LOCK_NOT_AVAILABLE))
+	if (!RegistryTry(begin_loop_bounded, &b, ERRCODE_LOCK_NOT_AVAILABLE))
 	{
 		memset(result, 0, sizeof(BeginResult));
 		result->outcome = "in_progress";
-		result->status = "processing";
+		result->rec.status = "processing";
+		result->rec.expires_at = args->expires_at;
+		result->rec.lease_until = Min(args->lease_until,
+									  call->now + UNCOMMITTED_LEASE_GUESS_USECS);
 	}
 }
 
 /*
- * begin_result_desc
- *		The result row's descriptor, built and blessed once per backend.
- *		fn_extra would not keep it: PL/pgSQL evaluates a call such as
- *		"b := idempotency.idempotent_begin(...)" with a new FmgrInfo in every
- *		transaction, and building the descriptor showed in profiles of the
- *		replay path.
+ * result_desc
+ *		A function's result row descriptor, built and blessed once per
+ *		backend.  fn_extra would not keep it: PL/pgSQL evaluates a call such
+ *		as "b := idempotency.idempotent_begin(...)" with a new FmgrInfo in
+ *		every transaction, and building the descriptor showed in profiles of
+ *		the replay path.
  */
 static TupleDesc
-begin_result_desc(FunctionCallInfo fcinfo)
+result_desc(FunctionCallInfo fcinfo, TupleDesc *cache, Oid *cache_fn)
 {
-	static TupleDesc desc = NULL;
-	static Oid	desc_fn = InvalidOid;
 	TupleDesc	tupdesc;
 	MemoryContext oldcontext;
 
-	if (desc != NULL && desc_fn == fcinfo->flinfo->fn_oid)
-		return desc;
+	if (*cache != NULL && *cache_fn == fcinfo->flinfo->fn_oid)
+		return *cache;
 
 	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -372,71 +581,118 @@ begin_result_desc(FunctionCallInfo fcinfo)
 	tupdesc = BlessTupleDesc(tupdesc);
 	MemoryContextSwitchTo(oldcontext);
 
-	if (desc != NULL)
-		FreeTupleDesc(desc);
-	desc = tupdesc;
-	desc_fn = fcinfo->flinfo->fn_oid;
-	return desc;
+	if (*cache != NULL)
+		FreeTupleDesc(*cache);
+	*cache = tupdesc;
+	*cache_fn = fcinfo->flinfo->fn_oid;
+	return tupdesc;
+}
+
+/*
+ * api_interval_usecs
+ *		An interval's length in microseconds, months and days counted as 30
+ *		and 1 days; for bounding a wait, not for timestamps.
+ */
+static int64
+api_interval_usecs(Interval *span)
+{
+	return span->time + (int64) span->day * USECS_PER_DAY +
+		(int64) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/*
+ * begin_lock_timeout
+ *		How long the claim may wait for another transaction's hold on the
+ *		record, in ms; 0 for as long as it takes.  wait => false waits 1 ms;
+ *		max_wait bounds the wait; a lock_timeout the caller has set bounds it
+ *		too, but ends in in_progress instead of aborting the transaction.
+ */
+static int
+begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
+{
+	int64		ms;
+
+	if (!wait)
+		return 1;
+	if (PG_ARGISNULL(max_wait_arg))
+		return LockTimeout;
+
+	ms = api_interval_usecs(PG_GETARG_INTERVAL_P(max_wait_arg)) / 1000;
+	if (ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_wait must not be negative")));
+	if (ms == 0)
+		return 1;
+	if (LockTimeout > 0 && LockTimeout < ms)
+		return LockTimeout;
+	return (int) Min(ms, (int64) INT_MAX);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
 
 /*
  * idempotency_idempotent_begin
- *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token)
+ *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
+ *		max_wait)
  */
 Datum
 idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 {
+	static TupleDesc desc_cache = NULL;
+	static Oid	desc_fn = InvalidOid;
 	BeginArgs	args = {0};
 	BeginResult result = {0};
 	RegistryCall call;
 	TupleDesc	tupdesc;
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
-	bool		wait;
 	bool		require_token;
 
-	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
-	IdempotencyRequireArg(fcinfo, 3, "ttl");
-	IdempotencyRequireArg(fcinfo, 4, "lease");
-	IdempotencyRequireArg(fcinfo, 5, "wait");
-	args.key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
-		args.fingerprint = api_fingerprint(PG_GETARG_JSONB_P(2));
-	args.ttl = PG_GETARG_INTERVAL_P(3);
-	args.lease = PG_GETARG_INTERVAL_P(4);
-	wait = PG_GETARG_BOOL(5);
+	{
+		args.request = PG_GETARG_JSONB_P(2);
+		args.fingerprint = api_fingerprint(args.request);
+	}
+	IdempotencyRequireArg(fcinfo, 3, "ttl");
+	IdempotencyRequireArg(fcinfo, 5, "wait");
 	IdempotencyRequireArg(fcinfo, 6, "require_token");
 	require_token = PG_GETARG_BOOL(6);
+	args.lock_timeout_ms = begin_lock_timeout(fcinfo, PG_GETARG_BOOL(5), 7);
 
-	tupdesc = begin_result_desc(fcinfo);
+	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
 
 	RegistryCallBegin(&call);
 
-	args.expires_at = IdempotencyAddPositive(call.now, IntervalPGetDatum(args.ttl), "ttl");
-	args.lease_until = IdempotencyAddPositive(call.now, IntervalPGetDatum(args.lease), "lease");
-	if (args.lease_until > args.expires_at)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease must not be longer than ttl"),
-				 errdetail("A claim whose lease outlives its record could never be taken over.")));
+	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(3), "ttl");
+	if (PG_ARGISNULL(4))
+		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
+	else
+	{
+		args.lease_until = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease");
+		if (args.lease_until > args.expires_at)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lease must not be longer than ttl"),
+					 errdetail("A claim whose lease outlives its record could never be taken over.")));
+	}
 
 	if (require_token)
 		TokenRequire(&call, args.scope, args.key);
 
-	if (wait)
-		begin_loop(&call, &args, &result);
+	if (args.lock_timeout_ms > 0)
+		begin_bounded(&call, &args, &result);
 	else
-		begin_nowait(&call, &args, &result);
+		begin_loop(&call, &args, &result);
 
 	RegistryCallEnd(&call);
 
 	if (strcmp(result.outcome, "execute") == 0)
 	{
 		IdempotencyCount(STAT_BEGIN_EXECUTE, 1);
-		if (result.attempt > 1)
+		if (result.takeover)
 			IdempotencyCount(STAT_TAKEOVER, 1);
 	}
 	else if (strcmp(result.outcome, "replay") == 0)
@@ -445,15 +701,19 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
 
 	values[BEGIN_OUTCOME] = CStringGetTextDatum(result.outcome);
-	values[BEGIN_STATUS] = CStringGetTextDatum(result.status);
-	values[BEGIN_RESPONSE] = result.response;
-	nulls[BEGIN_RESPONSE] = result.response == (Datum) 0;
-	values[BEGIN_ATTEMPT] = Int32GetDatum(result.attempt);
-	nulls[BEGIN_ATTEMPT] = result.attempt == 0;
-	values[BEGIN_EXPIRES_AT] = TimestampTzGetDatum(result.expires_at);
-	nulls[BEGIN_EXPIRES_AT] = result.expires_at == 0;
-	values[BEGIN_LEASE_UNTIL] = TimestampTzGetDatum(result.lease_until);
-	nulls[BEGIN_LEASE_UNTIL] = result.lease_until == 0;
+	values[BEGIN_STATUS] = CStringGetTextDatum(result.rec.status);
+	values[BEGIN_RESPONSE] = result.rec.response;
+	nulls[BEGIN_RESPONSE] = result.rec.response == (Datum) 0;
+	values[BEGIN_ATTEMPT] = Int32GetDatum(result.rec.attempt);
+	nulls[BEGIN_ATTEMPT] = result.rec.attempt == 0;
+	values[BEGIN_EXPIRES_AT] = TimestampTzGetDatum(result.rec.expires_at);
+	nulls[BEGIN_EXPIRES_AT] = result.rec.expires_at == 0;
+	values[BEGIN_LEASE_UNTIL] = TimestampTzGetDatum(result.rec.lease_until);
+	nulls[BEGIN_LEASE_UNTIL] = result.rec.lease_until == 0;
+	values[BEGIN_STATUS_CODE] = Int32GetDatum(result.rec.status_code);
+	nulls[BEGIN_STATUS_CODE] = result.rec.status_code == 0;
+	values[BEGIN_BODY] = result.rec.body;
+	nulls[BEGIN_BODY] = result.rec.body == (Datum) 0;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
@@ -477,10 +737,7 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value
 	char	   *scopestr = TextDatumGetCString(scope);
 	int32		current;
 
-	if (RegistryExecute(RS_LOOKUP, values, NULL) == 0 ||
-		DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc,
-										  LOOKUP_EXPIRES_AT, &isnull)) <= call->now)
+	if (RegistryExecute(RS_LOOKUP, values, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
@@ -492,12 +749,30 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value
 
 	/* a fenced-off attempt hears about that first, whatever happened since */
 	current = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
+	if (attempt_given && attempt > current)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
+						attempt, keystr, scopestr),
+				 errdetail("The latest attempt is %d.", current),
+				 errhint("Pass the attempt that idempotent_begin returned.")));
 	if (attempt_given && attempt != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
 						attempt, keystr, scopestr),
-				 errdetail("The current attempt is %d; an attempt whose lease ran out was taken over.", current)));
+				 errdetail("A later claim, attempt %d, holds the key now: the lease of attempt %d ran out and it was taken over, or its record expired or was abandoned and the key was claimed again.",
+						   current, attempt)));
+
+	if (!api_record_live(call, row, desc))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
+						keystr, scopestr),
+				 errdetail("Its claim %s.",
+						   strcmp(api_status(row, desc), "abandoned") == 0 ?
+						   "was abandoned" : "expired"),
+				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
 	if (strcmp(api_status(row, desc), "processing") != 0)
 		ereport(ERROR,
@@ -517,7 +792,12 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
 
 /*
  * idempotency_idempotent_finish
- *		idempotent_finish(key, response, scope, attempt, failed)
+ *		idempotent_finish(key, response, scope, attempt, failed, status_code,
+ *		body, ttl)
+ *
+ * A NULL response is allowed: it stores "no JSON response" (an answer made
+ * only of a status code and a body, or none at all, such as a 204), and the
+ * replay returns the same NULL.
  */
 Datum
 idempotency_idempotent_finish(PG_FUNCTION_ARGS)
@@ -525,33 +805,58 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	RegistryCall call;
 	Datum		key;
 	Datum		scope;
-	Datum		values[7];
-	char		nulls[7];
+	Datum		values[10];
+	char		nulls[10];
 	bool		failed;
+	Size		size = 0;
 
-	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
-	IdempotencyRequireArg(fcinfo, 4, "failed");
-	key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
+	IdempotencyRequireArg(fcinfo, 4, "failed");
 	failed = PG_GETARG_BOOL(4);
 	memset(nulls, ' ', sizeof(nulls));
 
 	if (!PG_ARGISNULL(1))
 	{
 		Jsonb	   *response = PG_GETARG_JSONB_P(1);
-		Size		size = VARSIZE(response);
 
-		if (size > (Size) idempotency_max_response_size * 1024)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("response for idempotency key \"%s\" is too large to store",
-							api_key_display(key)),
-					 errdetail("The response takes %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
-							   size, idempotency_max_response_size)));
 		values[4] = JsonbPGetDatum(response);
+		size += VARSIZE(response);
 	}
 	else
 		nulls[4] = 'n';
+
+	if (!PG_ARGISNULL(5))
+	{
+		int32		code = PG_GETARG_INT32(5);
+
+		if (code < 100 || code > 599)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("status_code must be between 100 and 599"),
+					 errdetail("It is %d.", code)));
+		values[7] = Int32GetDatum(code);
+	}
+	else
+		nulls[7] = 'n';
+
+	if (!PG_ARGISNULL(6))
+	{
+		bytea	   *body = PG_GETARG_BYTEA_PP(6);
+
+		values[8] = PointerGetDatum(body);
+		size += VARSIZE_ANY_EXHDR(body);
+	}
+	else
+		nulls[8] = 'n';
+
+	if (size > (Size) idempotency_max_response_size * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("response for idempotency key \"%s\" is too large to store",
+						api_key_display(key)),
+				 errdetail("The response and body take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
+						   size, idempotency_max_response_size)));
 
 	RegistryCallBegin(&call);
 
@@ -561,6 +866,10 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	values[3] = CStringGetTextDatum(failed ? "failed" : "completed");
 	values[5] = TimestampTzGetDatum(call.now);
 	api_attempt(fcinfo, 3, &values[6], &nulls[6]);
+	if (!PG_ARGISNULL(7))
+		values[9] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(7), "ttl"));
+	else
+		nulls[9] = 'n';
 
 	if (RegistryExecute(RS_FINISH, values, nulls) == 0)
 		api_explain_miss(&call, scope, key, values[6], nulls[6]);
@@ -574,8 +883,8 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);
 
 /*
  * idempotency_idempotent_abandon
- *		idempotent_abandon(key, scope, attempt): drop a live claim so that the
- *		next begin executes again.
+ *		idempotent_abandon(key, scope, attempt): give up a live claim so that
+ *		the next begin executes again.
  */
 Datum
 idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
@@ -586,8 +895,7 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5];
 
-	IdempotencyRequireArg(fcinfo, 0, "idempotency key");
-	key = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
 	memset(nulls, ' ', sizeof(nulls));
 
@@ -605,4 +913,80 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	RegistryCallEnd(&call);
 	IdempotencyCount(STAT_ABANDON, 1);
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(idempotency_lookup);
+
+/*
+ * idempotency_lookup
+ *		lookup(key, scope, request): the caller's live record, read without
+ *		claiming anything.  A claim whose transaction has not committed is
+ *		not visible, so it is not found.
+ */
+Datum
+idempotency_lookup(PG_FUNCTION_ARGS)
+{
+	static TupleDesc desc_cache = NULL;
+	static Oid	desc_fn = InvalidOid;
+	RegistryCall call;
+	TupleDesc	tupdesc;
+	Datum		values[LOOKUP_OUT_NCOLUMNS] = {0};
+	bool		nulls[LOOKUP_OUT_NCOLUMNS];
+	Datum		args[3];
+	Jsonb	   *request = NULL;
+	RecordAnswer rec = {0};
+	bool		found = false;
+	bool		matches = false;
+	bool		matches_known = false;
+
+	args[2] = IdempotencyKeyArg(fcinfo, 0);
+	args[1] = IdempotencyScopeArg(fcinfo, 1);
+	if (!PG_ARGISNULL(2))
+		request = PG_GETARG_JSONB_P(2);
+	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
+
+	RegistryCallBegin(&call);
+	args[0] = call.owner;
+	if (RegistryExecute(RS_LOOKUP, args, NULL) == 1 &&
+		api_record_live(&call, SPI_tuptable->vals[0], SPI_tuptable->tupdesc))
+	{
+		HeapTuple	row = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		fp_isnull;
+		Datum		stored_fp = SPI_getbinval(row, desc, LOOKUP_FINGERPRINT, &fp_isnull);
+
+		found = true;
+		api_read_answer(&call, row, desc, &rec);
+		if (request != NULL && !fp_isnull)
+		{
+			matches = api_request_matches(stored_fp, request, api_fingerprint(request));
+			matches_known = true;
+		}
+	}
+	RegistryCallEnd(&call);
+
+	memset(nulls, true, sizeof(nulls));
+	values[LOOKUP_OUT_FOUND] = BoolGetDatum(found);
+	nulls[LOOKUP_OUT_FOUND] = false;
+	if (found)
+	{
+		values[LOOKUP_OUT_STATUS] = CStringGetTextDatum(rec.status);
+		nulls[LOOKUP_OUT_STATUS] = false;
+		values[LOOKUP_OUT_RESPONSE] = rec.response;
+		nulls[LOOKUP_OUT_RESPONSE] = rec.response == (Datum) 0;
+		values[LOOKUP_OUT_STATUS_CODE] = Int32GetDatum(rec.status_code);
+		nulls[LOOKUP_OUT_STATUS_CODE] = rec.status_code == 0;
+		values[LOOKUP_OUT_BODY] = rec.body;
+		nulls[LOOKUP_OUT_BODY] = rec.body == (Datum) 0;
+		values[LOOKUP_OUT_ATTEMPT] = Int32GetDatum(rec.attempt);
+		nulls[LOOKUP_OUT_ATTEMPT] = false;
+		values[LOOKUP_OUT_EXPIRES_AT] = TimestampTzGetDatum(rec.expires_at);
+		nulls[LOOKUP_OUT_EXPIRES_AT] = false;
+		values[LOOKUP_OUT_LEASE_UNTIL] = TimestampTzGetDatum(rec.lease_until);
+		nulls[LOOKUP_OUT_LEASE_UNTIL] = rec.lease_until == 0;
+		values[LOOKUP_OUT_REQUEST_MATCHES] = BoolGetDatum(matches);
+		nulls[LOOKUP_OUT_REQUEST_MATCHES] = !matches_known;
+	}
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

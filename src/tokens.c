@@ -87,7 +87,7 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	bool		consumed;
 
 	IdempotencyRequireArg(fcinfo, 0, "token");
-	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+	values[2] = IdempotencyKeyArg(fcinfo, 0);
 	values[1] = IdempotencyScopeArg(fcinfo, 1);
 
 	RegistryCallBegin(&call);

@@ -212,6 +212,8 @@ CREATE TABLE idempotency.registry (
 	attempt		pg_catalog.int4 NOT NULL,
 	fingerprint pg_catalog.bytea,
 	response	pg_catalog.jsonb,
+	status_code pg_catalog.int4,
+	body		pg_catalog.bytea,
 	created_at	pg_catalog.timestamptz NOT NULL,
 	updated_at	pg_catalog.timestamptz NOT NULL,
 	lease_until pg_catalog.timestamptz,
@@ -237,58 +239,91 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.registry', '');
 CREATE VIEW idempotency.my_records WITH (security_barrier) AS
 	SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,
 		   r.lease_until, r.expires_at,
-		   r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now() AS expired,
-		   r.response
+		   (r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+			OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
+		   r.response, r.status_code, r.body, r.fingerprint
 	  FROM idempotency.registry AS r
 	 WHERE r.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
 
 REVOKE ALL ON TABLE idempotency.my_records FROM PUBLIC;
 
-CREATE FUNCTION idempotency.idempotent_begin(key idempotency.key,
+/*
+ * The functions take keys as text, so that a text or varchar value (a
+ * PL/pgSQL variable, a driver's text parameter) needs no cast; they apply
+ * the key type's rules to it, and an idempotency.key value passes through
+ * its implicit cast to text.
+ */
+CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 scope pg_catalog.text DEFAULT '',
 											 request pg_catalog.jsonb DEFAULT NULL,
 											 ttl pg_catalog.interval DEFAULT '24 hours',
-											 lease pg_catalog.interval DEFAULT '5 minutes',
+											 lease pg_catalog.interval DEFAULT NULL,
 											 wait pg_catalog.bool DEFAULT true,
 											 require_token pg_catalog.bool DEFAULT false,
+											 max_wait pg_catalog.interval DEFAULT NULL,
 											 OUT outcome pg_catalog.text,
 											 OUT status pg_catalog.text,
 											 OUT response pg_catalog.jsonb,
 											 OUT attempt pg_catalog.int4,
 											 OUT expires_at pg_catalog.timestamptz,
-											 OUT lease_until pg_catalog.timestamptz)
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) IS
+COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval) IS
 'claim an idempotency key: outcome execute, replay or in_progress';
 
-CREATE FUNCTION idempotency.idempotent_finish(key idempotency.key,
+CREATE FUNCTION idempotency.idempotent_finish(key pg_catalog.text,
 											  response pg_catalog.jsonb,
 											  scope pg_catalog.text DEFAULT '',
 											  attempt pg_catalog.int4 DEFAULT NULL,
-											  failed pg_catalog.bool DEFAULT false)
+											  failed pg_catalog.bool DEFAULT false,
+											  status_code pg_catalog.int4 DEFAULT NULL,
+											  body pg_catalog.bytea DEFAULT NULL,
+											  ttl pg_catalog.interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_finish'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool) IS
+COMMENT ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) IS
 'store the response of a claimed key, to be replayed to every retry';
 
-CREATE FUNCTION idempotency.idempotent_abandon(key idempotency.key,
+CREATE FUNCTION idempotency.idempotent_abandon(key pg_catalog.text,
 											   scope pg_catalog.text DEFAULT '',
 											   attempt pg_catalog.int4 DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_abandon'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) IS
-'drop a claim so that the next idempotent_begin executes again';
+COMMENT ON FUNCTION idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4) IS
+'give up a claim so that the next idempotent_begin executes again';
 
-REVOKE ALL ON FUNCTION idempotency.idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+CREATE FUNCTION idempotency.lookup(key pg_catalog.text,
+								   scope pg_catalog.text DEFAULT '',
+								   request pg_catalog.jsonb DEFAULT NULL,
+								   OUT found pg_catalog.bool,
+								   OUT status pg_catalog.text,
+								   OUT response pg_catalog.jsonb,
+								   OUT status_code pg_catalog.int4,
+								   OUT body pg_catalog.bytea,
+								   OUT attempt pg_catalog.int4,
+								   OUT expires_at pg_catalog.timestamptz,
+								   OUT lease_until pg_catalog.timestamptz,
+								   OUT request_matches pg_catalog.bool)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_lookup'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+'read the caller''s live record of a key without claiming it';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
 
 --
 -- Expiry: the cleanup function and the background worker's status
@@ -631,24 +666,24 @@ COMMENT ON FUNCTION idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.
 REVOKE ALL ON FUNCTION idempotency.inbox_receive(pg_catalog.text, pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.text[], pg_catalog.interval) FROM PUBLIC;
 
-CREATE FUNCTION idempotency.lock(key idempotency.key, scope pg_catalog.text DEFAULT '')
+CREATE FUNCTION idempotency.lock(key pg_catalog.text, scope pg_catalog.text DEFAULT '')
 RETURNS void
 AS 'MODULE_PATHNAME', 'idempotency_lock'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.lock(idempotency.key, pg_catalog.text) IS
+COMMENT ON FUNCTION idempotency.lock(pg_catalog.text, pg_catalog.text) IS
 'wait for a transaction-scoped lock on a key (node-local advisory lock)';
 
-CREATE FUNCTION idempotency.try_lock(key idempotency.key, scope pg_catalog.text DEFAULT '')
+CREATE FUNCTION idempotency.try_lock(key pg_catalog.text, scope pg_catalog.text DEFAULT '')
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'idempotency_try_lock'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.try_lock(idempotency.key, pg_catalog.text) IS
+COMMENT ON FUNCTION idempotency.try_lock(pg_catalog.text, pg_catalog.text) IS
 'take a transaction-scoped lock on a key if it is free (node-local advisory lock)';
 
-REVOKE ALL ON FUNCTION idempotency.lock(idempotency.key, pg_catalog.text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.try_lock(idempotency.key, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.lock(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.try_lock(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 CREATE FUNCTION idempotency.version_guard()
 RETURNS trigger
@@ -700,16 +735,16 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.interval) IS
 'a new one-time token (128 random bits) for the calling role';
 
-CREATE FUNCTION idempotency.consume_token(token idempotency.key, scope pg_catalog.text DEFAULT '')
+CREATE FUNCTION idempotency.consume_token(token pg_catalog.text, scope pg_catalog.text DEFAULT '')
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'idempotency_consume_token'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.consume_token(idempotency.key, pg_catalog.text) IS
+COMMENT ON FUNCTION idempotency.consume_token(pg_catalog.text, pg_catalog.text) IS
 'true exactly once for an unexpired token; false for used, expired or unknown tokens alike';
 
 REVOKE ALL ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.consume_token(idempotency.key, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.consume_token(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 --
 -- Statistics
@@ -768,16 +803,17 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean), '
-				   'idempotency.idempotent_finish(idempotency.key, jsonb, text, integer, boolean), '
-				   'idempotency.idempotent_abandon(idempotency.key, text, integer) TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval), '
+				   'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval), '
+				   'idempotency.idempotent_abandon(text, text, integer), '
+				   'idempotency.lookup(text, text, jsonb) TO %s', role);
 	EXECUTE format('GRANT SELECT ON idempotency.my_records TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.inbox_receive(text, text, interval), '
 				   'idempotency.inbox_receive_batch(text, text[], interval), '
-				   'idempotency.lock(idempotency.key, text), '
-				   'idempotency.try_lock(idempotency.key, text), '
+				   'idempotency.lock(text, text), '
+				   'idempotency.try_lock(text, text), '
 				   'idempotency.issue_token(text, interval), '
-				   'idempotency.consume_token(idempotency.key, text) TO %s', role);
+				   'idempotency.consume_token(text, text) TO %s', role);
 	EXECUTE format('GRANT SELECT ON idempotency.my_tokens TO %s', role);
 END;
 $$;

@@ -23,8 +23,9 @@ $node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 $node->safe_psql('postgres', q{
 	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}');
 	SELECT idempotency.idempotent_finish('paid', '{"charged": 10}');
-	SELECT outcome FROM idempotency.idempotent_begin('open');
 });
+my $open_attempt = $node->safe_psql('postgres',
+	q{SELECT attempt FROM idempotency.idempotent_begin('open')});
 
 my $inflight = $node->background_psql('postgres');
 $inflight->query_safe(q{BEGIN; SELECT idempotency.idempotent_begin('in-flight');});
@@ -57,11 +58,11 @@ is( $node->safe_psql('postgres',
 	'a finished result survives kill -9 and replays');
 is( $node->safe_psql('postgres',
 		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('open')}),
-	'in_progress 1',
-	'a committed claim survives kill -9');
+	"in_progress $open_attempt",
+	'a committed claim survives kill -9, with its attempt');
 is( $node->safe_psql('postgres',
-		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('in-flight')}),
-	'execute 1',
+		q{SELECT outcome FROM idempotency.idempotent_begin('in-flight')}),
+	'execute',
 	'a claim whose transaction died with the server is gone');
 is( $node->safe_psql('postgres',
 		q{SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry'::regclass}),

@@ -37,7 +37,7 @@ sub make_records
 		  FROM generate_series(1, $n) AS i;
 	});
 	$node->safe_psql($db, qq{
-		UPDATE idempotency.registry SET expires_at = now() - interval '1 minute'
+		UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60
 		 WHERE key::text LIKE '$prefix-%';
 	}) if $expired;
 }

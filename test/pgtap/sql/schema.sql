@@ -13,7 +13,7 @@ SELECT has_table('idempotency', 'registry', 'the registry table exists');
 SELECT has_view('idempotency', 'my_records', 'the my_records view exists');
 SELECT columns_are('idempotency', 'registry',
 	ARRAY['owner', 'scope', 'key', 'status', 'attempt', 'fingerprint', 'response',
-		  'created_at', 'updated_at', 'lease_until', 'expires_at'],
+		  'status_code', 'body', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
 	'the registry has exactly the documented columns');
 SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
 SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
@@ -33,14 +33,14 @@ SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry
 SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_extension WHERE extname = 'idempotency'),
 	'pg_dump keeps the registry''s rows');
 
-SELECT has_function('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean']);
-SELECT has_function('idempotency', 'idempotent_finish', ARRAY['idempotency.key', 'jsonb', 'text', 'integer', 'boolean']);
-SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['idempotency.key', 'text', 'integer']);
+SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval']);
+SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval']);
+SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
 SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
-SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['idempotency.key', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean'], 'volatile');
+SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval'], 'volatile');
 
 SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
 SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');
