@@ -26,14 +26,15 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = key_type make_key registry registry_errors roles cleanup state_machine inbox tokens stats hostile_setup
+REGRESS = key_type make_key registry registry_errors http_layer roles cleanup state_machine inbox tokens stats hostile_setup
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
 # Isolation specs: test/specs and test/expected.
 ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \
 	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
-	transition_race inbox_race version_race token_race
+	transition_race inbox_race version_race token_race begin_max_wait \
+	claims_in_order
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 
