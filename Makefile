@@ -10,6 +10,7 @@ OBJS = \
 	src/keyfuncs.o \
 	src/registry.o \
 	src/registry_api.o \
+	src/deferred.o \
 	src/cleanup.o \
 	src/shmem.o \
 	src/worker.o \
@@ -26,7 +27,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = key_type make_key registry registry_errors http_layer roles cleanup state_machine inbox tokens stats hostile_setup
+REGRESS = key_type make_key registry registry_errors http_layer defer_claim roles cleanup state_machine inbox tokens stats hostile_setup
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
@@ -34,7 +35,7 @@ REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotenc
 ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \
 	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
 	transition_race inbox_race version_race token_race begin_max_wait \
-	claims_in_order
+	claims_in_order defer_claim
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 

@@ -154,6 +154,7 @@ extern void IdempotencySha256(const char *data, size_t len,
 typedef enum RegistryStmt
 {
 	RS_CLAIM,					/* insert a fresh claim, or nothing on conflict */
+	RS_INSERT_FINISHED,			/* insert a finished record (defer_claim) */
 	RS_LOOKUP,					/* read the caller's record */
 	RS_RECLAIM_EXPIRED,			/* overwrite an expired record with a claim */
 	RS_TAKEOVER,				/* take over a claim whose lease ran out */
@@ -208,6 +209,25 @@ extern void IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char
 extern Datum IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno);
 extern Datum IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno);
 extern TimestampTz IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name);
+
+/* deferred.c: claims taken with defer_claim, written by their finish */
+typedef struct DeferredClaim
+{
+	text	   *owner;
+	text	   *scope;
+	text	   *key;
+	bytea	   *fingerprint;	/* NULL when there is no request */
+	int32		attempt;
+	TimestampTz created_at;
+	TimestampTz lease_until;
+	TimestampTz expires_at;
+	int			nest_level;		/* the subtransaction that took it */
+} DeferredClaim;
+
+extern DeferredClaim *DeferredClaimFind(Datum owner, Datum scope, Datum key);
+extern DeferredClaim *DeferredClaimAdd(Datum owner, Datum scope, Datum key,
+									   Datum fingerprint);
+extern void DeferredClaimForget(DeferredClaim *claim);
 
 /* tokens.c */
 extern void TokenRequire(RegistryCall *call, Datum scope, Datum key);

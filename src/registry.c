@@ -55,7 +55,7 @@
 /* Stands for the key type's OID in the argument lists below. */
 #define KEYTYPE_PLACEHOLDER InvalidOid
 
-#define REGISTRY_MAX_ARGS 10
+#define REGISTRY_MAX_ARGS 12
 
 typedef struct RegistryStmtDef
 {
@@ -91,6 +91,22 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" ON CONFLICT (owner, scope, key) DO NOTHING",
 		8, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}, SPI_OK_INSERT
+	},
+
+	/*
+	 * A claim taken with defer_claim is written once, complete, by its
+	 * finish.  Like RS_CLAIM it waits for a concurrent uncommitted record of
+	 * the key; nothing inserted means another request got there first.
+	 */
+	[RS_INSERT_FINISHED] = {
+		"INSERT INTO idempotency.registry AS r"
+		" (owner, scope, key, status, attempt, fingerprint, response,"
+		"  status_code, body, created_at, updated_at, lease_until, expires_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12)"
+		" ON CONFLICT (owner, scope, key) DO NOTHING",
+		12, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, TEXTOID, INT4OID, BYTEAOID,
+		JSONBOID, INT4OID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID}, SPI_OK_INSERT
 	},
 	[RS_LOOKUP] = {
 		"SELECT r.status, r.attempt, r.fingerprint, r.response,"

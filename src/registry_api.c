@@ -114,6 +114,7 @@ typedef struct BeginArgs
 	TimestampTz lease_until;	/* now + lease */
 	TimestampTz expires_at;		/* now + ttl */
 	int			lock_timeout_ms;	/* 0: wait as long as it takes */
+	bool		defer_claim;	/* write nothing now: finish writes the record */
 } BeginArgs;
 
 /* A record's answer: what begin and lookup return of it. */
@@ -400,6 +401,7 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	Datum		stored_fp;
 	bool		fp_isnull;
 	int32		fence = RegistryFence();
+	DeferredClaim *mine;
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = call->owner;
@@ -412,15 +414,45 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	values[6] = TimestampTzGetDatum(args->expires_at);
 	values[7] = Int32GetDatum(fence);
 
-	/* the common case: nobody has this key, the claim is ours */
-	if (RegistryExecute(RS_CLAIM, values, nulls) == 1)
+	/*
+	 * This very transaction holds a deferred claim of the key (whatever mode
+	 * this begin is in): in_progress, as for a written claim of its own.
+	 */
+	mine = DeferredClaimFind(call->owner, args->scope, args->key);
+	if (mine != NULL)
 	{
+		result->outcome = "in_progress";
+		result->rec.status = "processing";
+		result->rec.attempt = mine->attempt;
+		result->rec.expires_at = mine->expires_at;
+		result->rec.lease_until = mine->lease_until;
+		return true;
+	}
+
+	if (!args->defer_claim &&
+		RegistryExecute(RS_CLAIM, values, nulls) == 1)
+	{
+		/* the common case: nobody has this key, the claim is ours */
 		begin_execute(args, result, fence, args->expires_at);
 		return true;
 	}
 
 	if (RegistryExecute(RS_LOOKUP, values, nulls) == 0)
-		return false;			/* deleted since the claim conflicted */
+	{
+		DeferredClaim *claim;
+
+		if (!args->defer_claim)
+			return false;		/* deleted since the claim conflicted */
+
+		/* nobody has this key: the claim is ours, written by finish */
+		claim = DeferredClaimAdd(call->owner, args->scope, args->key, args->fingerprint);
+		claim->attempt = fence;
+		claim->created_at = call->now;
+		claim->lease_until = args->lease_until;
+		claim->expires_at = args->expires_at;
+		begin_execute(args, result, fence, args->expires_at);
+		return true;
+	}
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -634,7 +666,7 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
 /*
  * idempotency_idempotent_begin
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
- *		max_wait)
+ *		max_wait, defer_claim)
  */
 Datum
 idempotency_idempotent_begin(PG_FUNCTION_ARGS)
@@ -661,6 +693,8 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	IdempotencyRequireArg(fcinfo, 6, "require_token");
 	require_token = PG_GETARG_BOOL(6);
 	args.lock_timeout_ms = begin_lock_timeout(fcinfo, PG_GETARG_BOOL(5), 7);
+	IdempotencyRequireArg(fcinfo, 8, "defer_claim");
+	args.defer_claim = PG_GETARG_BOOL(8);
 
 	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
 
@@ -788,6 +822,71 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value
 					keystr, scopestr)));
 }
 
+/*
+ * api_deferred_attempt
+ *		finish or abandon of this transaction's deferred claim named an
+ *		attempt: it must be the claim's.
+ */
+static void
+api_deferred_attempt(DeferredClaim *claim, Datum attempt, char attempt_null)
+{
+	if (attempt_null != 'n' && DatumGetInt32(attempt) != claim->attempt)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is not current",
+						DatumGetInt32(attempt),
+						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
+				 errdetail("This transaction's deferred claim of the key is attempt %d.",
+						   claim->attempt)));
+}
+
+/*
+ * finish_deferred
+ *		Write this transaction's deferred claim as a finished record, from
+ *		finish's statement parameters.  If a record of the key appeared since
+ *		begin (a duplicate request that raced past it), the insert waits for
+ *		its transaction: if that rolls back, ours goes in; if it commits, the
+ *		other request did the work, and this transaction must roll back its
+ *		own: a serialization failure, whose retry replays the other's answer.
+ */
+static void
+finish_deferred(RegistryCall *call, DeferredClaim *claim, Datum *finish_values,
+				char *finish_nulls)
+{
+	Datum		values[12];
+	char		nulls[12];
+
+	api_deferred_attempt(claim, finish_values[6], finish_nulls[6]);
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = call->owner;
+	values[1] = PointerGetDatum(claim->scope);
+	values[2] = PointerGetDatum(claim->key);
+	values[3] = finish_values[3];	/* status */
+	values[4] = Int32GetDatum(claim->attempt);
+	values[5] = PointerGetDatum(claim->fingerprint);
+	nulls[5] = claim->fingerprint == NULL ? 'n' : ' ';
+	values[6] = finish_values[4];	/* response */
+	nulls[6] = finish_nulls[4];
+	values[7] = finish_values[7];	/* status_code */
+	nulls[7] = finish_nulls[7];
+	values[8] = finish_values[8];	/* body */
+	nulls[8] = finish_nulls[8];
+	values[9] = TimestampTzGetDatum(claim->created_at);
+	values[10] = TimestampTzGetDatum(call->now);
+	values[11] = finish_nulls[9] == 'n' ?
+		TimestampTzGetDatum(claim->expires_at) : finish_values[9];
+
+	if (RegistryExecute(RS_INSERT_FINISHED, values, nulls) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
+						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
+				 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
+				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
+	DeferredClaimForget(claim);
+}
+
 PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
 
 /*
@@ -809,6 +908,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	char		nulls[10];
 	bool		failed;
 	Size		size = 0;
+	DeferredClaim *deferred;
 
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
@@ -871,7 +971,10 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	else
 		nulls[9] = 'n';
 
-	if (RegistryExecute(RS_FINISH, values, nulls) == 0)
+	deferred = DeferredClaimFind(call.owner, scope, key);
+	if (deferred != NULL)
+		finish_deferred(&call, deferred, values, nulls);
+	else if (RegistryExecute(RS_FINISH, values, nulls) == 0)
 		api_explain_miss(&call, scope, key, values[6], nulls[6]);
 
 	RegistryCallEnd(&call);
@@ -894,6 +997,7 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	Datum		scope;
 	Datum		values[5];
 	char		nulls[5];
+	DeferredClaim *deferred;
 
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
@@ -907,7 +1011,14 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	api_attempt(fcinfo, 2, &values[4], &nulls[4]);
 
-	if (RegistryExecute(RS_ABANDON, values, nulls) == 0)
+	deferred = DeferredClaimFind(call.owner, scope, key);
+	if (deferred != NULL)
+	{
+		/* nothing was written: forgetting the claim is all there is to do */
+		api_deferred_attempt(deferred, values[4], nulls[4]);
+		DeferredClaimForget(deferred);
+	}
+	else if (RegistryExecute(RS_ABANDON, values, nulls) == 0)
 		api_explain_miss(&call, scope, key, values[4], nulls[4]);
 
 	RegistryCallEnd(&call);

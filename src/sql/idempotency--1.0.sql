@@ -261,6 +261,7 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 wait pg_catalog.bool DEFAULT true,
 											 require_token pg_catalog.bool DEFAULT false,
 											 max_wait pg_catalog.interval DEFAULT NULL,
+											 defer_claim pg_catalog.bool DEFAULT false,
 											 OUT outcome pg_catalog.text,
 											 OUT status pg_catalog.text,
 											 OUT response pg_catalog.jsonb,
@@ -273,7 +274,7 @@ RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval) IS
+COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
 'claim an idempotency key: outcome execute, replay or in_progress';
 
 CREATE FUNCTION idempotency.idempotent_finish(key pg_catalog.text,
@@ -320,7 +321,7 @@ LANGUAGE C STABLE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
 'read the caller''s live record of a key without claiming it';
 
-REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
@@ -803,7 +804,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval), '
+	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean), '
 				   'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval), '
 				   'idempotency.idempotent_abandon(text, text, integer), '
 				   'idempotency.lookup(text, text, jsonb) TO %s', role);

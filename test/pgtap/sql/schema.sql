@@ -33,14 +33,14 @@ SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry
 SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_extension WHERE extname = 'idempotency'),
 	'pg_dump keeps the registry''s rows');
 
-SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval']);
+SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
 SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval']);
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
 SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
-SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval'], 'volatile');
+SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'], 'volatile');
 
 SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
 SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');

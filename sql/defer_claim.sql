@@ -1,0 +1,127 @@
+--
+-- idempotent_begin(..., defer_claim => true): begin only reads, and the
+-- record is written once, complete, by idempotent_finish in the same
+-- transaction.  Concurrency is in test/specs/defer_claim.spec.
+--
+SET search_path = public;
+CREATE TABLE orders_paid (key text PRIMARY KEY, amount int);
+
+-- begin, business write and finish in one transaction: one record, written
+-- by finish (begin wrote nothing)
+BEGIN;
+SELECT outcome, status, attempt IS NOT NULL AS has_attempt, lease_until > now() AS leased
+  FROM idempotency.idempotent_begin('d1', request => '{"amount": 5}', defer_claim => true);
+SELECT count(*) AS written_by_begin FROM idempotency.registry WHERE key = 'd1';
+INSERT INTO orders_paid VALUES ('d1', 5);
+SELECT idempotency.idempotent_finish('d1', '{"paid": 5}', status_code => 201);
+SELECT status, lease_until IS NULL AS no_lease FROM idempotency.registry WHERE key = 'd1';
+COMMIT;
+-- retries replay, by a single read; a different request is still refused
+SELECT outcome, status, response, status_code
+  FROM idempotency.idempotent_begin('d1', request => '{"amount": 5.0}', defer_claim => true);
+SELECT outcome FROM idempotency.idempotent_begin('d1', request => '{"amount": 5}');
+SELECT outcome FROM idempotency.idempotent_begin('d1', request => '{"amount": 6}', defer_claim => true);
+
+-- the attempt begin returned is the one the record gets; a wrong one is refused
+BEGIN;
+SELECT attempt AS d2 FROM idempotency.idempotent_begin('d2', defer_claim => true) \gset
+\set VERBOSITY sqlstate
+SELECT idempotency.idempotent_finish('d2', '{}', attempt => :d2 + 1);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SELECT attempt AS d2 FROM idempotency.idempotent_begin('d2', defer_claim => true) \gset
+SELECT idempotency.idempotent_finish('d2', '{}', attempt => :d2);
+COMMIT;
+SELECT attempt = :d2 AS same_attempt FROM idempotency.my_records WHERE key = 'd2';
+
+-- a second begin of the same key in the same transaction: in_progress
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('d3', defer_claim => true);
+SELECT outcome, lease_until > now() AS leased FROM idempotency.idempotent_begin('d3', defer_claim => true);
+SELECT outcome FROM idempotency.idempotent_begin('d3');
+SELECT idempotency.idempotent_finish('d3', '"once"');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('d3');
+
+-- a transaction that took a deferred claim cannot commit without its finish:
+-- the commit fails and commits nothing, not even the business write
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
+INSERT INTO orders_paid VALUES ('d4', 4);
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd4';
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd4';
+-- in autocommit there is no later finish: the statement itself fails
+SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd4';
+-- PREPARE TRANSACTION is refused the same way
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
+PREPARE TRANSACTION 'deferred';
+SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'deferred';
+
+-- abandon forgets a deferred claim (nothing was written); the commit goes through
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('d5', defer_claim => true);
+SELECT idempotency.idempotent_abandon('d5');
+INSERT INTO orders_paid VALUES ('d5-other', 1);
+COMMIT;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd5';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd5-other';
+SELECT idempotency.idempotent_abandon('d5');
+
+-- a claim taken in a subtransaction that rolls back goes with it
+BEGIN;
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
+ROLLBACK TO s;
+INSERT INTO orders_paid VALUES ('d6-other', 1);
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd6-other';
+-- ... and one whose subtransaction commits passes to the parent
+BEGIN;
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
+RELEASE s;
+COMMIT;
+BEGIN;
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
+RELEASE s;
+SELECT idempotency.idempotent_finish('d6', '"via parent"');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('d6');
+
+-- inside a PL/pgSQL EXCEPTION block: an error after the deferred begin rolls
+-- the claim back with the block, and the transaction still commits
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_begin('d7', defer_claim => true);
+		INSERT INTO orders_paid VALUES ('d7', 7);
+		PERFORM 1 / 0;
+	EXCEPTION WHEN division_by_zero THEN
+		RAISE NOTICE 'caught %', SQLSTATE;
+	END;
+	INSERT INTO orders_paid VALUES ('d7-after', 7);
+END $$;
+SELECT key FROM orders_paid WHERE key LIKE 'd7%' ORDER BY key;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd7';
+
+-- an expired or abandoned record is claimed the ordinary way (written at begin)
+SELECT outcome FROM idempotency.idempotent_begin('d8');
+SELECT idempotency.idempotent_abandon('d8');
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('d8', defer_claim => true);
+SELECT status FROM idempotency.registry WHERE key = 'd8';
+SELECT idempotency.idempotent_finish('d8', '"reclaimed"');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('d8');
+
+-- NULL defer_claim
+SELECT idempotency.idempotent_begin('d9', defer_claim => NULL);
+
+DROP TABLE orders_paid;
+TRUNCATE idempotency.registry;
+RESET search_path;
