@@ -50,13 +50,13 @@ SELECT key, status, expired FROM idempotency.my_records ORDER BY key;
 RESET ROLE;
 -- lease take-over and expiry paths
 UPDATE idempotency.registry SET lease_until = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute', status = 'processing'
- WHERE key OPERATOR(idempotency.=) 'h1';
+ WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
 SELECT outcome, attempt FROM idempotency.idempotent_begin('h1');
 SELECT idempotency.idempotent_finish('h1', '{"taken over": true}', attempt => 2);
 RESET ROLE;
 UPDATE idempotency.registry SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
- WHERE key OPERATOR(idempotency.=) 'h1';
+ WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
 SELECT outcome, attempt FROM idempotency.idempotent_begin('h1');
 RESET ROLE;

@@ -98,7 +98,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" FROM idempotency.registry AS r"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3",
+		" AND r.key OPERATOR(pg_catalog.=) $3",
 		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
 	},
 	[RS_RECLAIM_EXPIRED] = {
@@ -108,7 +108,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" lease_until = $6, expires_at = $7"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.expires_at OPERATOR(pg_catalog.<=) $5",
 		7, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER, BYTEAOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID}, SPI_OK_UPDATE
@@ -119,7 +119,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" updated_at = $4, lease_until = $5"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.lease_until OPERATOR(pg_catalog.<=) $4"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
@@ -132,7 +132,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" SET status = $4, response = $5, updated_at = $6, lease_until = NULL"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $6"
 		" AND ($7 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $7)"
@@ -144,7 +144,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		"DELETE FROM idempotency.registry AS r"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
 		" AND ($5 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $5)",
@@ -163,7 +163,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" USING (SELECT e.key, e.scope, e.owner FROM idempotency.registry AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
 		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-		" WHERE r.key OPERATOR(idempotency.=) x.key"
+		" WHERE r.key OPERATOR(pg_catalog.=) x.key"
 		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
@@ -261,7 +261,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 	[RS_TOKEN_CONSUME] = {
 		"UPDATE idempotency.tokens AS t SET consumed_at = $4"
-		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" WHERE t.token OPERATOR(pg_catalog.=) $3"
 		" AND t.scope OPERATOR(pg_catalog.=) $2"
 		" AND t.owner OPERATOR(pg_catalog.=) $1"
 		" AND t.consumed_at IS NULL AND t.expires_at OPERATOR(pg_catalog.>) $4",
@@ -269,7 +269,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 	[RS_TOKEN_LOOKUP] = {
 		"SELECT t.consumed_at IS NOT NULL FROM idempotency.tokens AS t"
-		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" WHERE t.token OPERATOR(pg_catalog.=) $3"
 		" AND t.scope OPERATOR(pg_catalog.=) $2"
 		" AND t.owner OPERATOR(pg_catalog.=) $1",
 		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
@@ -279,7 +279,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" USING (SELECT e.token, e.scope, e.owner FROM idempotency.tokens AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
 		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-		" WHERE t.token OPERATOR(idempotency.=) x.token"
+		" WHERE t.token OPERATOR(pg_catalog.=) x.token"
 		" AND t.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND t.owner OPERATOR(pg_catalog.=) x.owner",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true
