@@ -1122,9 +1122,12 @@ REVOKE ALL ON FUNCTION idempotency.stats_reset() FROM PUBLIC;
 --
 
 /*
- * grant_usage(role): what an application role needs to use the registry:
- * the three functions and its own records.  Plain SQL with format('%I'), so
- * the role name cannot inject anything.
+ * grant_usage(role): what an application role needs, and nothing else: the
+ * registry's three functions and its own records, the inbox, tokens (and
+ * its own tokens) and key locks.  README ("Installation" and "Reference")
+ * and the COMMENT below list the same objects; test/t/010_readme.pl checks
+ * that they name everything granted here.  The role is a regrole, printed
+ * quoted by format('%s'), so its name cannot inject anything.
  */
 CREATE FUNCTION idempotency.grant_usage(role pg_catalog.regrole)
 RETURNS void
@@ -1147,7 +1150,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) IS
-'let a role claim, finish and abandon its own idempotency keys';
+'grant a role the application API and nothing else: EXECUTE on idempotent_begin, idempotent_finish, idempotent_abandon, inbox_receive, inbox_receive_batch, issue_token, consume_token, lock and try_lock, and SELECT on my_records and my_tokens';
 
 REVOKE ALL ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) FROM PUBLIC;
 
