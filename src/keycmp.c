@@ -21,6 +21,13 @@
  * types they are; that is what hash joins between a key and a text column,
  * hash partitioning and a sharded table's distribution column rely on.
  *
+ * The family has no text-with-text operators but two support members: a
+ * bytewise (text, text) btree comparison, to sort "key = ANY (text[])", and
+ * idempotency.~=~, the hash family's (text, text) equality, with which the
+ * planner hashes or de-duplicates the text side of "key = text".  Text
+ * compared with text stays core's.  A key compared with text under a
+ * nondeterministic collation is refused (key_check_collation says why).
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
