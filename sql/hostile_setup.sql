@@ -50,14 +50,14 @@ SELECT key, status, expired FROM idempotency.my_records ORDER BY key;
 RESET ROLE;
 -- lease take-over and expiry paths
 UPDATE idempotency.registry SET lease_until = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute', status = 'processing'
- WHERE key OPERATOR(idempotency.=) 'h1';
+ WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
 SELECT outcome, attempt > :h1 AS newer, attempt AS h1b FROM idempotency.idempotent_begin('h1') \gset
 \echo :outcome :newer
 SELECT idempotency.idempotent_finish('h1', '{"taken over": true}', attempt => :h1b);
 RESET ROLE;
 UPDATE idempotency.registry SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
- WHERE key OPERATOR(idempotency.=) 'h1';
+ WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
 SELECT outcome, attempt > :h1b AS newer FROM idempotency.idempotent_begin('h1');
 RESET ROLE;

@@ -46,13 +46,13 @@ SELECT idempotency.key_eq('a'::text, 'a'::idempotency.key);
 DROP TABLE k;
 
 -- comparison is bytewise, whatever the collation
-SELECT 'a'::idempotency.key OPERATOR(idempotency.<) 'b'::idempotency.key AS lt,
-       'B'::idempotency.key OPERATOR(idempotency.<) 'a'::idempotency.key AS upper_first,
-       'ab'::idempotency.key OPERATOR(idempotency.>) 'a'::idempotency.key AS longer_after,
-       'a'::idempotency.key OPERATOR(idempotency.=) 'a'::idempotency.key AS eq,
-       'a'::idempotency.key OPERATOR(idempotency.<>) 'A'::idempotency.key AS ne,
-       'b'::idempotency.key OPERATOR(idempotency.>=) 'b'::idempotency.key AS ge,
-       'b'::idempotency.key OPERATOR(idempotency.<=) 'a'::idempotency.key AS le;
+SELECT 'a'::idempotency.key OPERATOR(pg_catalog.<) 'b'::idempotency.key AS lt,
+       'B'::idempotency.key OPERATOR(pg_catalog.<) 'a'::idempotency.key AS upper_first,
+       'ab'::idempotency.key OPERATOR(pg_catalog.>) 'a'::idempotency.key AS longer_after,
+       'a'::idempotency.key OPERATOR(pg_catalog.=) 'a'::idempotency.key AS eq,
+       'a'::idempotency.key OPERATOR(pg_catalog.<>) 'A'::idempotency.key AS ne,
+       'b'::idempotency.key OPERATOR(pg_catalog.>=) 'b'::idempotency.key AS ge,
+       'b'::idempotency.key OPERATOR(pg_catalog.<=) 'a'::idempotency.key AS le;
 SELECT idempotency.key_cmp('a', 'b'), idempotency.key_cmp('b', 'a'), idempotency.key_cmp('a', 'a');
 SET search_path = idempotency, pg_catalog;
 SELECT k FROM (VALUES ('b'::key), ('a'), ('B'), ('ab'), ('é'), ('A')) AS v(k) ORDER BY k;

@@ -1,16 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * key.c
- *	  The idempotency.key base type: input/output, binary send/receive,
- *	  comparison and hashing.
+ *	  The idempotency.key base type: input/output, binary send/receive
+ *	  and the cast from text (comparison and hashing are in keycmp.c).
  *
  * A key is 1 to 255 bytes of printable characters in the database encoding,
  * with no leading or trailing space.  It is stored like text (a varlena),
- * but it is not collatable: comparison is bytewise, so a glibc or ICU
- * upgrade can never change which keys are equal or reorder a unique index.
- * Hash support 1 and 2 hash the bytes, so that equal keys hash equally on
- * every platform; that is what hash partitioning and a sharded table's
- * distribution column rely on.
+ * but it is not collatable: comparison is bytewise (keycmp.c).
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -21,7 +17,6 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "libpq/pqformat.h"
 #include "mb/pg_wchar.h"
@@ -193,133 +188,4 @@ key_from_text(PG_FUNCTION_ARGS)
 
 	PG_RETURN_TEXT_P(IdempotencyKeyFromBytes(VARDATA_ANY(t),
 											 VARSIZE_ANY_EXHDR(t)));
-}
-
-/*
- * key_cmp_internal
- *		Bytewise comparison; a proper prefix sorts first.
- */
-static int
-key_cmp_internal(text *a, text *b)
-{
-	int			alen = VARSIZE_ANY_EXHDR(a);
-	int			blen = VARSIZE_ANY_EXHDR(b);
-	int			cmp;
-
-	cmp = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(alen, blen));
-	if (cmp != 0)
-		return cmp < 0 ? -1 : 1;
-	if (alen != blen)
-		return alen < blen ? -1 : 1;
-	return 0;
-}
-
-/*
- * key_cmp_args
- *		Compare the two arguments and free any detoasted copies.
- */
-static int
-key_cmp_args(FunctionCallInfo fcinfo)
-{
-	text	   *a = PG_GETARG_TEXT_PP(0);
-	text	   *b = PG_GETARG_TEXT_PP(1);
-	int			result = key_cmp_internal(a, b);
-
-	PG_FREE_IF_COPY(a, 0);
-	PG_FREE_IF_COPY(b, 1);
-	return result;
-}
-
-PG_FUNCTION_INFO_V1(key_cmp);
-Datum
-key_cmp(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(key_cmp_args(fcinfo));
-}
-
-PG_FUNCTION_INFO_V1(key_eq);
-Datum
-key_eq(PG_FUNCTION_ARGS)
-{
-	text	   *a = PG_GETARG_TEXT_PP(0);
-	text	   *b = PG_GETARG_TEXT_PP(1);
-	bool		result;
-
-	/* Unequal lengths settle it without touching the bytes. */
-	result = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-	PG_FREE_IF_COPY(a, 0);
-	PG_FREE_IF_COPY(b, 1);
-	PG_RETURN_BOOL(result);
-}
-
-PG_FUNCTION_INFO_V1(key_ne);
-Datum
-key_ne(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(key_cmp_args(fcinfo) != 0);
-}
-
-PG_FUNCTION_INFO_V1(key_lt);
-Datum
-key_lt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(key_cmp_args(fcinfo) < 0);
-}
-
-PG_FUNCTION_INFO_V1(key_le);
-Datum
-key_le(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(key_cmp_args(fcinfo) <= 0);
-}
-
-PG_FUNCTION_INFO_V1(key_gt);
-Datum
-key_gt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(key_cmp_args(fcinfo) > 0);
-}
-
-PG_FUNCTION_INFO_V1(key_ge);
-Datum
-key_ge(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(key_cmp_args(fcinfo) >= 0);
-}
-
-/*
- * key_hash
- *		Hash support 1.  hash_any over the bytes: stable across versions and
- *		independent of collation, as a distribution column needs.
- */
-PG_FUNCTION_INFO_V1(key_hash);
-Datum
-key_hash(PG_FUNCTION_ARGS)
-{
-	text	   *key = PG_GETARG_TEXT_PP(0);
-	Datum		result;
-
-	result = hash_any((unsigned char *) VARDATA_ANY(key),
-					  VARSIZE_ANY_EXHDR(key));
-	PG_FREE_IF_COPY(key, 0);
-	return result;
-}
-
-/*
- * key_hash_extended
- *		Hash support 2: the 64-bit, seeded hash used by hash partitioning.
- */
-PG_FUNCTION_INFO_V1(key_hash_extended);
-Datum
-key_hash_extended(PG_FUNCTION_ARGS)
-{
-	text	   *key = PG_GETARG_TEXT_PP(0);
-	Datum		result;
-
-	result = hash_any_extended((unsigned char *) VARDATA_ANY(key),
-							   VARSIZE_ANY_EXHDR(key),
-							   PG_GETARG_INT64(1));
-	PG_FREE_IF_COPY(key, 0);
-	return result;
 }

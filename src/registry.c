@@ -114,7 +114,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" FROM idempotency.registry AS r"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3",
+		" AND r.key OPERATOR(pg_catalog.=) $3",
 		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
 	},
 	[RS_RECLAIM_EXPIRED] = {
@@ -125,7 +125,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" lease_until = $6, expires_at = $7"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND (r.expires_at OPERATOR(pg_catalog.<=) $5"
 		"      OR r.status OPERATOR(pg_catalog.=) 'abandoned')"
 		" RETURNING r.attempt",
@@ -138,7 +138,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" updated_at = $4, lease_until = $5"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.lease_until OPERATOR(pg_catalog.<=) $4"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
@@ -153,7 +153,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" expires_at = COALESCE($10, r.expires_at)"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $6"
 		" AND ($7 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $7)"
@@ -168,7 +168,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" lease_until = NULL, expires_at = $4"
 		" WHERE r.owner OPERATOR(pg_catalog.=) $1"
 		" AND r.scope OPERATOR(pg_catalog.=) $2"
-		" AND r.key OPERATOR(idempotency.=) $3"
+		" AND r.key OPERATOR(pg_catalog.=) $3"
 		" AND r.status OPERATOR(pg_catalog.=) 'processing'"
 		" AND r.expires_at OPERATOR(pg_catalog.>) $4"
 		" AND ($5 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $5)",
@@ -192,7 +192,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
 		"        AND e.attempt OPERATOR(pg_catalog.<) $3"
 		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-		" WHERE r.key OPERATOR(idempotency.=) x.key"
+		" WHERE r.key OPERATOR(pg_catalog.=) x.key"
 		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
 		3, {TIMESTAMPTZOID, INT4OID, INT4OID}, SPI_OK_DELETE, true
@@ -290,7 +290,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 	[RS_TOKEN_CONSUME] = {
 		"UPDATE idempotency.tokens AS t SET consumed_at = $4"
-		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" WHERE t.token OPERATOR(pg_catalog.=) $3"
 		" AND t.scope OPERATOR(pg_catalog.=) $2"
 		" AND t.owner OPERATOR(pg_catalog.=) $1"
 		" AND t.consumed_at IS NULL AND t.expires_at OPERATOR(pg_catalog.>) $4",
@@ -298,7 +298,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 	},
 	[RS_TOKEN_LOOKUP] = {
 		"SELECT t.consumed_at IS NOT NULL FROM idempotency.tokens AS t"
-		" WHERE t.token OPERATOR(idempotency.=) $3"
+		" WHERE t.token OPERATOR(pg_catalog.=) $3"
 		" AND t.scope OPERATOR(pg_catalog.=) $2"
 		" AND t.owner OPERATOR(pg_catalog.=) $1",
 		3, {TEXTOID, TEXTOID, KEYTYPE_PLACEHOLDER}, SPI_OK_SELECT
@@ -308,7 +308,7 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 		" USING (SELECT e.token, e.scope, e.owner FROM idempotency.tokens AS e"
 		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
 		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-		" WHERE t.token OPERATOR(idempotency.=) x.token"
+		" WHERE t.token OPERATOR(pg_catalog.=) x.token"
 		" AND t.scope OPERATOR(pg_catalog.=) x.scope"
 		" AND t.owner OPERATOR(pg_catalog.=) x.owner",
 		2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE, true

@@ -4,8 +4,22 @@
 # (test/specs), TAP tests (test/t) and pgTAP (test/pgtap), each on throwaway
 # instances that pg_regress or PostgreSQL::Test::Cluster start themselves.
 # Run as root on Debian 12: it installs the packages it needs, builds with
-# warnings as errors and installs the extension first.  Exits non-zero if
-# anything fails, after printing the diffs.
+# warnings as errors and installs the extension first.
+#
+# Quiet unless something fails: one line per suite, and a failed suite's
+# whole log (with pg_regress's diffs and the TAP servers' logs).  The counts
+# at the end are honest about their units: test files (a pg_regress or
+# isolation test, a TAP or pgTAP file), assertions (TAP and pgTAP only; a
+# pg_regress file compares its whole output), suites.  The last line,
+# "N passed, M failed", counts test files; CI reads it.  A suite that fails
+# outside any test file (a build or set-up error) counts as one failed file.
+# Exits non-zero if anything failed.  The temporary copy of the tree is
+# removed on exit (kept if KEEP_TMP=1).
+#
+# Adding a suite: "suite NAME MAKE-ARGS..." runs make MAKE-ARGS in the copy
+# as postgres and parses its output; "suite_skip NAME REASON" reports one
+# that cannot run here.  A suite whose TAP files all skip is reported as
+# skipped too.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,37 +30,118 @@ install_packages make gcc libc6-dev git postgresql-$PG_MAJOR \
 build_and_install "$top"
 
 work=$(private_copy "$top")
+trap '[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$work"' EXIT
 echo "==> running the suites in $work"
 
 passed=0
 failed=0
+skipped=0
 failures=()
-tests_ok=0
-tests_failed=0
+files_ok=0
+files_failed=0
+files_skipped=0
+asserts_ok=0
+asserts_failed=0
 
-# suite NAME MAKE-ARGS...: run one suite, remember how it went
+# count PATTERN FILE...: lines matching an extended regex, 0 if none
+count() {
+	local pattern=$1
+	shift
+	cat "$@" 2>/dev/null | grep -cE "$pattern" || true
+}
+
+# report STATUS NAME DETAIL: the one line a suite gets
+report() {
+	printf '  %-8s %-14s %s\n' "$1" "$2" "$3"
+}
+
+# suite_skip NAME REASON: a suite that cannot run here
+suite_skip() {
+	skipped=$((skipped + 1))
+	report skipped "$1" "$2"
+}
+
+# suite NAME MAKE-ARGS...: run one suite, count its files and assertions,
+# print one line, and the whole log if it failed
 suite() {
 	local name=$1
 	shift
-	echo
-	echo "==> suite: $name"
 	local log="$work/suite-${name// /_}.log"
 	local stamp="$work/.suite-start"
+	local started=$SECONDS status=0
 	touch "$stamp"
-	if as_postgres make -C "$work" -s "$@" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		# what failed: pg_regress's diffs, and the TAP tests' server logs
-		find "$work" -name regression.diffs -newer "$stamp" -print0 2>/dev/null |
-			while IFS= read -r -d '' f; do echo "--- $f"; cat "$f"; done || true
-		find "$work/tmp_check" -name '*.log' -print0 2>/dev/null |
-			while IFS= read -r -d '' f; do echo "--- $f"; tail -n 60 "$f"; done || true
+	as_postgres make -C "$work" -s "$@" >"$log" 2>&1 || status=$?
+	local seconds=$((SECONDS - started))
+
+	# pg_regress and isolation (and pgTAP through pg_regress): a line per
+	# file, "test name ... ok" up to PostgreSQL 15, "ok 1 - name 12 ms" after
+	local f_ok f_failed f_skipped a_ok a_failed
+	f_ok=$(count '\.\.\. ok( |$)|^ok [0-9]+ +[-+] .* [0-9]+ ms$' "$log")
+	f_failed=$(count '\.\.\. (FAILED|failed)|^not ok [0-9]+ +[-+] .* [0-9]+ ms' "$log")
+	# prove: "Files=N, Tests=M", a summary line per failed file, "skipped:"
+	local tap_files tap_tests tap_failed_files tap_failed_tests
+	tap_files=$(sed -nE 's/^Files=([0-9]+), Tests=.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+	tap_tests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+).*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+	tap_failed_files=$(count '^[^ ]+\.(pl|t) +\(Wstat: ' "$log")
+	tap_failed_tests=$(sed -nE 's/^[^ ]+\.(pl|t) +\(Wstat: .* Failed: ([0-9]+)\)$/\2/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+	f_skipped=$(count '(\.\. |^)skipped: ' "$log")
+	f_ok=$((f_ok + tap_files - tap_failed_files - f_skipped))
+	f_failed=$((f_failed + tap_failed_files))
+	a_ok=$((tap_tests - tap_failed_tests))
+	a_failed=$tap_failed_tests
+	# pgTAP: the "ok N" lines of the outputs this suite wrote
+	local outputs
+	outputs=$(find "$work" -path '*pgtap*/results/*.out' -newer "$stamp" 2>/dev/null || true)
+	if [ -n "$outputs" ]; then
+		# shellcheck disable=SC2086
+		a_ok=$((a_ok + $(count '^ok [0-9]+( |$)' $outputs)))
+		# shellcheck disable=SC2086
+		a_failed=$((a_failed + $(count '^not ok [0-9]+( |$)' $outputs)))
 	fi
-	# pg_regress: "name ... ok"/"... FAILED"; prove --verbose: "ok N"/"not ok N"
-	tests_ok=$((tests_ok + $(grep -cE '\.\.\. ok|^ok [0-9]' "$log" || true)))
-	tests_failed=$((tests_failed + $(grep -cE '\.\.\. FAILED|\.\.\. failed|^not ok [0-9]' "$log" || true)))
+	files_skipped=$((files_skipped + f_skipped))
+
+	if [ "$status" -eq 0 ] && [ "$f_failed" -eq 0 ] && [ "$f_ok" -eq 0 ] && [ "$f_skipped" -gt 0 ]; then
+		skipped=$((skipped + 1))
+		report skipped "$name" "all $f_skipped test files skipped: $(sed -nE 's/.*skipped: //p' "$log" | head -n 1)"
+		return 0
+	fi
+	files_ok=$((files_ok + f_ok))
+	asserts_ok=$((asserts_ok + a_ok))
+	asserts_failed=$((asserts_failed + a_failed))
+	local extra=""
+	if [ "$f_skipped" -gt 0 ]; then
+		extra=", $f_skipped skipped"
+	fi
+	if [ "$status" -eq 0 ] && [ "$f_failed" -eq 0 ]; then
+		passed=$((passed + 1))
+		if [ $((a_ok + a_failed)) -gt 0 ]; then
+			report ok "$name" "$f_ok files$extra, $a_ok assertions ($seconds s)"
+		else
+			report ok "$name" "$f_ok files$extra ($seconds s)"
+		fi
+		return 0
+	fi
+
+	failed=$((failed + 1))
+	failures+=("$name")
+	# a failure outside any test file still counts as one
+	if [ "$f_failed" -eq 0 ]; then
+		f_failed=1
+	fi
+	files_failed=$((files_failed + f_failed))
+	local detail="files: $f_ok passed, $f_failed failed$extra"
+	if [ $((a_ok + a_failed)) -gt 0 ]; then
+		detail="$detail; assertions: $a_ok passed, $a_failed failed"
+	fi
+	report FAILED "$name" "$detail (make exit code $status, $seconds s)"
+	echo "----- $name: log"
+	cat "$log"
+	# what failed: pg_regress's diffs, and the TAP tests' server logs
+	find "$work" -name regression.diffs -newer "$stamp" -print0 2>/dev/null |
+		while IFS= read -r -d '' f; do echo "----- $f"; cat "$f"; done || true
+	find "$work/tmp_check" -name '*.log' -newer "$stamp" -print0 2>/dev/null |
+		while IFS= read -r -d '' f; do echo "----- $f (last 60 lines)"; tail -n 60 "$f"; done || true
+	echo "----- end of $name"
 }
 
 suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
@@ -58,6 +153,8 @@ echo
 if [ "$failed" -ne 0 ]; then
 	echo "failed suites: ${failures[*]}"
 fi
-echo "suites: $passed passed, $failed failed"
-echo "tests: $tests_ok passed, $tests_failed failed"
+echo "suites: $passed passed, $failed failed, $skipped skipped"
+echo "files: $files_ok passed, $files_failed failed, $files_skipped skipped"
+echo "assertions (TAP and pgTAP): $asserts_ok passed, $asserts_failed failed"
+echo "$files_ok passed, $files_failed failed"
 [ "$failed" -eq 0 ]

@@ -62,100 +62,464 @@ CREATE CAST (pg_catalog.varchar AS idempotency.key)
 CREATE CAST (idempotency.key AS pg_catalog.text)
 	WITHOUT FUNCTION AS IMPLICIT;
 
--- comparison
+/*
+ * Comparison.  The operators live in pg_catalog, because that is the one
+ * schema operator lookup always searches, whatever the search_path: with
+ * them anywhere else, "k = 'x'" under the default search_path ("$user",
+ * public) finds no key operator, resolves to text = text through the
+ * implicit cast to text and scans the whole table.  Taking pg_catalog's
+ * operator names for our own type hides nothing: every operator below has
+ * an idempotency.key operand, a type that exists only with the extension.
+ *
+ * Besides key with key, the same bytewise comparison is declared for key
+ * with text and text with key, as members of the key's btree and hash
+ * operator families: a PL/pgSQL text variable, a driver's $1::text or a
+ * join to a text column is compared as a key and can use the key's btree
+ * or hash index, and no comparison involving a key is ever a
+ * collation-dependent text comparison.  A text that is not a valid key
+ * equals no key.  The exact match (key, text) beats text = text, which
+ * needs a cast on one side, so no call is ambiguous; sql/key_operators.sql
+ * shows what each form resolves to.
+ *
+ * The cross-type "=" HASHES but does not MERGES: a merge join would sort
+ * the text side in a bytewise text order, which only a full set of (text,
+ * text) operators in the family could give, and those would shadow core's
+ * for anyone with this schema early in the search_path.  The hash family
+ * is complete instead, with idempotency.~=~ as its (text, text) member.
+ * A text under a nondeterministic collation is refused (keycmp.c says why).
+ */
+-- a key with a key
 CREATE FUNCTION idempotency.key_cmp(idempotency.key, idempotency.key)
 RETURNS pg_catalog.int4
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_cmp(idempotency.key, idempotency.key) IS
+'bytewise comparison of a key with a key: -1, 0 or 1';
 
 CREATE FUNCTION idempotency.key_eq(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
+COMMENT ON FUNCTION idempotency.key_eq(idempotency.key, idempotency.key) IS
+'implementation of = for a key with a key';
+
 CREATE FUNCTION idempotency.key_ne(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_ne(idempotency.key, idempotency.key) IS
+'implementation of <> for a key with a key';
 
 CREATE FUNCTION idempotency.key_lt(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
+COMMENT ON FUNCTION idempotency.key_lt(idempotency.key, idempotency.key) IS
+'implementation of < for a key with a key';
+
 CREATE FUNCTION idempotency.key_le(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_le(idempotency.key, idempotency.key) IS
+'implementation of <= for a key with a key';
 
 CREATE FUNCTION idempotency.key_gt(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
+COMMENT ON FUNCTION idempotency.key_gt(idempotency.key, idempotency.key) IS
+'implementation of > for a key with a key';
+
 CREATE FUNCTION idempotency.key_ge(idempotency.key, idempotency.key)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
+COMMENT ON FUNCTION idempotency.key_ge(idempotency.key, idempotency.key) IS
+'implementation of >= for a key with a key';
+
+-- a key with text
+CREATE FUNCTION idempotency.key_text_cmp(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_cmp(idempotency.key, pg_catalog.text) IS
+'bytewise comparison of a key with text: -1, 0 or 1';
+
+CREATE FUNCTION idempotency.key_text_eq(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_eq(idempotency.key, pg_catalog.text) IS
+'implementation of = for a key with text';
+
+CREATE FUNCTION idempotency.key_text_ne(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_ne(idempotency.key, pg_catalog.text) IS
+'implementation of <> for a key with text';
+
+CREATE FUNCTION idempotency.key_text_lt(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_lt(idempotency.key, pg_catalog.text) IS
+'implementation of < for a key with text';
+
+CREATE FUNCTION idempotency.key_text_le(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_le(idempotency.key, pg_catalog.text) IS
+'implementation of <= for a key with text';
+
+CREATE FUNCTION idempotency.key_text_gt(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_gt(idempotency.key, pg_catalog.text) IS
+'implementation of > for a key with text';
+
+CREATE FUNCTION idempotency.key_text_ge(idempotency.key, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_text_ge(idempotency.key, pg_catalog.text) IS
+'implementation of >= for a key with text';
+
+-- text with a key
+CREATE FUNCTION idempotency.text_key_cmp(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_cmp(pg_catalog.text, idempotency.key) IS
+'bytewise comparison of text with a key: -1, 0 or 1';
+
+CREATE FUNCTION idempotency.text_key_eq(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_eq(pg_catalog.text, idempotency.key) IS
+'implementation of = for text with a key';
+
+CREATE FUNCTION idempotency.text_key_ne(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_ne(pg_catalog.text, idempotency.key) IS
+'implementation of <> for text with a key';
+
+CREATE FUNCTION idempotency.text_key_lt(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_lt(pg_catalog.text, idempotency.key) IS
+'implementation of < for text with a key';
+
+CREATE FUNCTION idempotency.text_key_le(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_le(pg_catalog.text, idempotency.key) IS
+'implementation of <= for text with a key';
+
+CREATE FUNCTION idempotency.text_key_gt(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_gt(pg_catalog.text, idempotency.key) IS
+'implementation of > for text with a key';
+
+CREATE FUNCTION idempotency.text_key_ge(pg_catalog.text, idempotency.key)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_key_ge(pg_catalog.text, idempotency.key) IS
+'implementation of >= for text with a key';
+
+-- text with text in the order of keys: support only, not an operator
+CREATE FUNCTION idempotency.text_bytewise_cmp(pg_catalog.text, pg_catalog.text)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_bytewise_cmp(pg_catalog.text, pg_catalog.text) IS
+'bytewise comparison of two text values, as keys compare: -1, 0 or 1';
+
+CREATE FUNCTION idempotency.text_bytewise_eq(pg_catalog.text, pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.text_bytewise_eq(pg_catalog.text, pg_catalog.text) IS
+'implementation of ~=~: two text values equal byte for byte, as keys compare';
+
+-- hashing: the bytes, for a key and for a text compared with one
 CREATE FUNCTION idempotency.key_hash(idempotency.key)
 RETURNS pg_catalog.int4
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_hash(idempotency.key) IS
+'hash of a key: hash_any over its bytes';
 
 CREATE FUNCTION idempotency.key_hash_extended(idempotency.key, pg_catalog.int8)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
-CREATE OPERATOR idempotency.= (
+COMMENT ON FUNCTION idempotency.key_hash_extended(idempotency.key, pg_catalog.int8) IS
+'seeded 64-bit hash of a key: hash_any_extended over its bytes';
+
+CREATE FUNCTION idempotency.key_hash_text(pg_catalog.text)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_hash_text(pg_catalog.text) IS
+'hash of a text compared with a key: the hash a key with the same bytes has';
+
+CREATE FUNCTION idempotency.key_hash_text_extended(pg_catalog.text, pg_catalog.int8)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION idempotency.key_hash_text_extended(pg_catalog.text, pg_catalog.int8) IS
+'seeded 64-bit hash of a text compared with a key';
+
+CREATE OPERATOR pg_catalog.= (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_eq,
-	COMMUTATOR = OPERATOR(idempotency.=), NEGATOR = OPERATOR(idempotency.<>),
+	COMMUTATOR = OPERATOR(pg_catalog.=), NEGATOR = OPERATOR(pg_catalog.<>),
 	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel,
 	HASHES, MERGES
 );
 
-CREATE OPERATOR idempotency.<> (
+COMMENT ON OPERATOR pg_catalog.= (idempotency.key, idempotency.key) IS 'equal';
+
+CREATE OPERATOR pg_catalog.<> (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_ne,
-	COMMUTATOR = OPERATOR(idempotency.<>), NEGATOR = OPERATOR(idempotency.=),
+	COMMUTATOR = OPERATOR(pg_catalog.<>), NEGATOR = OPERATOR(pg_catalog.=),
 	RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
 );
 
-CREATE OPERATOR idempotency.< (
+COMMENT ON OPERATOR pg_catalog.<> (idempotency.key, idempotency.key) IS 'not equal';
+
+CREATE OPERATOR pg_catalog.< (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_lt,
-	COMMUTATOR = OPERATOR(idempotency.>), NEGATOR = OPERATOR(idempotency.>=),
+	COMMUTATOR = OPERATOR(pg_catalog.>), NEGATOR = OPERATOR(pg_catalog.>=),
 	RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
 );
 
-CREATE OPERATOR idempotency.<= (
+COMMENT ON OPERATOR pg_catalog.< (idempotency.key, idempotency.key) IS 'less than';
+
+CREATE OPERATOR pg_catalog.<= (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_le,
-	COMMUTATOR = OPERATOR(idempotency.>=), NEGATOR = OPERATOR(idempotency.>),
+	COMMUTATOR = OPERATOR(pg_catalog.>=), NEGATOR = OPERATOR(pg_catalog.>),
 	RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
 );
 
-CREATE OPERATOR idempotency.> (
+COMMENT ON OPERATOR pg_catalog.<= (idempotency.key, idempotency.key) IS 'less than or equal';
+
+CREATE OPERATOR pg_catalog.> (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_gt,
-	COMMUTATOR = OPERATOR(idempotency.<), NEGATOR = OPERATOR(idempotency.<=),
+	COMMUTATOR = OPERATOR(pg_catalog.<), NEGATOR = OPERATOR(pg_catalog.<=),
 	RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
 );
 
-CREATE OPERATOR idempotency.>= (
+COMMENT ON OPERATOR pg_catalog.> (idempotency.key, idempotency.key) IS 'greater than';
+
+CREATE OPERATOR pg_catalog.>= (
 	LEFTARG = idempotency.key, RIGHTARG = idempotency.key,
 	FUNCTION = idempotency.key_ge,
-	COMMUTATOR = OPERATOR(idempotency.<=), NEGATOR = OPERATOR(idempotency.<),
+	COMMUTATOR = OPERATOR(pg_catalog.<=), NEGATOR = OPERATOR(pg_catalog.<),
 	RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
 );
 
+COMMENT ON OPERATOR pg_catalog.>= (idempotency.key, idempotency.key) IS 'greater than or equal';
+
+CREATE OPERATOR pg_catalog.= (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_eq,
+	COMMUTATOR = OPERATOR(pg_catalog.=), NEGATOR = OPERATOR(pg_catalog.<>),
+	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel,
+	HASHES
+);
+
+COMMENT ON OPERATOR pg_catalog.= (idempotency.key, pg_catalog.text) IS 'equal';
+
+CREATE OPERATOR pg_catalog.<> (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_ne,
+	COMMUTATOR = OPERATOR(pg_catalog.<>), NEGATOR = OPERATOR(pg_catalog.=),
+	RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.<> (idempotency.key, pg_catalog.text) IS 'not equal';
+
+CREATE OPERATOR pg_catalog.< (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_lt,
+	COMMUTATOR = OPERATOR(pg_catalog.>), NEGATOR = OPERATOR(pg_catalog.>=),
+	RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.< (idempotency.key, pg_catalog.text) IS 'less than';
+
+CREATE OPERATOR pg_catalog.<= (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_le,
+	COMMUTATOR = OPERATOR(pg_catalog.>=), NEGATOR = OPERATOR(pg_catalog.>),
+	RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.<= (idempotency.key, pg_catalog.text) IS 'less than or equal';
+
+CREATE OPERATOR pg_catalog.> (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_gt,
+	COMMUTATOR = OPERATOR(pg_catalog.<), NEGATOR = OPERATOR(pg_catalog.<=),
+	RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.> (idempotency.key, pg_catalog.text) IS 'greater than';
+
+CREATE OPERATOR pg_catalog.>= (
+	LEFTARG = idempotency.key, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.key_text_ge,
+	COMMUTATOR = OPERATOR(pg_catalog.<=), NEGATOR = OPERATOR(pg_catalog.<),
+	RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.>= (idempotency.key, pg_catalog.text) IS 'greater than or equal';
+
+CREATE OPERATOR pg_catalog.= (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_eq,
+	COMMUTATOR = OPERATOR(pg_catalog.=), NEGATOR = OPERATOR(pg_catalog.<>),
+	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel,
+	HASHES
+);
+
+COMMENT ON OPERATOR pg_catalog.= (pg_catalog.text, idempotency.key) IS 'equal';
+
+CREATE OPERATOR pg_catalog.<> (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_ne,
+	COMMUTATOR = OPERATOR(pg_catalog.<>), NEGATOR = OPERATOR(pg_catalog.=),
+	RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.<> (pg_catalog.text, idempotency.key) IS 'not equal';
+
+CREATE OPERATOR pg_catalog.< (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_lt,
+	COMMUTATOR = OPERATOR(pg_catalog.>), NEGATOR = OPERATOR(pg_catalog.>=),
+	RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.< (pg_catalog.text, idempotency.key) IS 'less than';
+
+CREATE OPERATOR pg_catalog.<= (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_le,
+	COMMUTATOR = OPERATOR(pg_catalog.>=), NEGATOR = OPERATOR(pg_catalog.>),
+	RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.<= (pg_catalog.text, idempotency.key) IS 'less than or equal';
+
+CREATE OPERATOR pg_catalog.> (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_gt,
+	COMMUTATOR = OPERATOR(pg_catalog.<), NEGATOR = OPERATOR(pg_catalog.<=),
+	RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.> (pg_catalog.text, idempotency.key) IS 'greater than';
+
+CREATE OPERATOR pg_catalog.>= (
+	LEFTARG = pg_catalog.text, RIGHTARG = idempotency.key,
+	FUNCTION = idempotency.text_key_ge,
+	COMMUTATOR = OPERATOR(pg_catalog.<=), NEGATOR = OPERATOR(pg_catalog.<),
+	RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+
+COMMENT ON OPERATOR pg_catalog.>= (pg_catalog.text, idempotency.key) IS 'greater than or equal';
+
+/*
+ * Text with text, byte for byte: the (text, text) member of the key's hash
+ * family, which the planner needs to hash or de-duplicate the text side of
+ * "key = text" (a hash semi-join, a hashed IN).  It is deliberately not
+ * called "=" and not in pg_catalog: text = text stays core's, collation and
+ * all, whatever the search_path.
+ */
+CREATE OPERATOR idempotency.~=~ (
+	LEFTARG = pg_catalog.text, RIGHTARG = pg_catalog.text,
+	FUNCTION = idempotency.text_bytewise_eq,
+	COMMUTATOR = OPERATOR(idempotency.~=~),
+	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel,
+	HASHES
+);
+
+COMMENT ON OPERATOR idempotency.~=~ (pg_catalog.text, pg_catalog.text) IS
+'equal byte for byte, as keys compare';
+
+CREATE OPERATOR FAMILY idempotency.key_ops USING btree;
+
+COMMENT ON OPERATOR FAMILY idempotency.key_ops USING btree IS
+'bytewise order of keys, and of text compared with a key';
+
 CREATE OPERATOR CLASS idempotency.key_ops
-	DEFAULT FOR TYPE idempotency.key USING btree AS
-		OPERATOR 1 idempotency.< ,
-		OPERATOR 2 idempotency.<= ,
-		OPERATOR 3 idempotency.= ,
-		OPERATOR 4 idempotency.>= ,
-		OPERATOR 5 idempotency.> ,
+	DEFAULT FOR TYPE idempotency.key USING btree FAMILY idempotency.key_ops AS
+		OPERATOR 1 pg_catalog.< ,
+		OPERATOR 2 pg_catalog.<= ,
+		OPERATOR 3 pg_catalog.= ,
+		OPERATOR 4 pg_catalog.>= ,
+		OPERATOR 5 pg_catalog.> ,
 		FUNCTION 1 idempotency.key_cmp(idempotency.key, idempotency.key);
 
+COMMENT ON OPERATOR CLASS idempotency.key_ops USING btree IS
+'default btree operator class for idempotency.key: bytewise';
+
+ALTER OPERATOR FAMILY idempotency.key_ops USING btree ADD
+	OPERATOR 1 pg_catalog.< (idempotency.key, pg_catalog.text),
+	OPERATOR 2 pg_catalog.<= (idempotency.key, pg_catalog.text),
+	OPERATOR 3 pg_catalog.= (idempotency.key, pg_catalog.text),
+	OPERATOR 4 pg_catalog.>= (idempotency.key, pg_catalog.text),
+	OPERATOR 5 pg_catalog.> (idempotency.key, pg_catalog.text),
+	FUNCTION 1 (idempotency.key, pg_catalog.text)
+		idempotency.key_text_cmp(idempotency.key, pg_catalog.text),
+	OPERATOR 1 pg_catalog.< (pg_catalog.text, idempotency.key),
+	OPERATOR 2 pg_catalog.<= (pg_catalog.text, idempotency.key),
+	OPERATOR 3 pg_catalog.= (pg_catalog.text, idempotency.key),
+	OPERATOR 4 pg_catalog.>= (pg_catalog.text, idempotency.key),
+	OPERATOR 5 pg_catalog.> (pg_catalog.text, idempotency.key),
+	FUNCTION 1 (pg_catalog.text, idempotency.key)
+		idempotency.text_key_cmp(pg_catalog.text, idempotency.key),
+	FUNCTION 1 (pg_catalog.text, pg_catalog.text)
+		idempotency.text_bytewise_cmp(pg_catalog.text, pg_catalog.text);
+
+CREATE OPERATOR FAMILY idempotency.key_hash_ops USING hash;
+
+COMMENT ON OPERATOR FAMILY idempotency.key_hash_ops USING hash IS
+'bytewise hashing of keys, and of text compared with a key';
+
 CREATE OPERATOR CLASS idempotency.key_hash_ops
-	DEFAULT FOR TYPE idempotency.key USING hash AS
-		OPERATOR 1 idempotency.= ,
+	DEFAULT FOR TYPE idempotency.key USING hash FAMILY idempotency.key_hash_ops AS
+		OPERATOR 1 pg_catalog.= ,
 		FUNCTION 1 idempotency.key_hash(idempotency.key),
 		FUNCTION 2 idempotency.key_hash_extended(idempotency.key, pg_catalog.int8);
+
+COMMENT ON OPERATOR CLASS idempotency.key_hash_ops USING hash IS
+'default hash operator class for idempotency.key: hash_any over the bytes';
+
+ALTER OPERATOR FAMILY idempotency.key_hash_ops USING hash ADD
+	OPERATOR 1 pg_catalog.= (idempotency.key, pg_catalog.text),
+	OPERATOR 1 pg_catalog.= (pg_catalog.text, idempotency.key),
+	OPERATOR 1 idempotency.~=~ (pg_catalog.text, pg_catalog.text),
+	FUNCTION 1 (pg_catalog.text) idempotency.key_hash_text(pg_catalog.text),
+	FUNCTION 2 (pg_catalog.text) idempotency.key_hash_text_extended(pg_catalog.text, pg_catalog.int8);
 
 --
 -- Structured keys
@@ -794,9 +1158,12 @@ REVOKE ALL ON FUNCTION idempotency.stats_reset() FROM PUBLIC;
 --
 
 /*
- * grant_usage(role): what an application role needs to use the registry:
- * the three functions and its own records.  Plain SQL with format('%I'), so
- * the role name cannot inject anything.
+ * grant_usage(role): what an application role needs, and nothing else: the
+ * registry's three functions and its own records, the inbox, tokens (and
+ * its own tokens) and key locks.  README ("Installation" and "Reference")
+ * and the COMMENT below list the same objects; test/t/010_readme.pl checks
+ * that they name everything granted here.  The role is a regrole, printed
+ * quoted by format('%s'), so its name cannot inject anything.
  */
 CREATE FUNCTION idempotency.grant_usage(role pg_catalog.regrole)
 RETURNS void
@@ -820,7 +1187,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) IS
-'let a role claim, finish and abandon its own idempotency keys';
+'grant a role the application API and nothing else: EXECUTE on idempotent_begin, idempotent_finish, idempotent_abandon, lookup, inbox_receive, inbox_receive_batch, issue_token, consume_token, lock and try_lock, and SELECT on my_records and my_tokens';
 
 REVOKE ALL ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) FROM PUBLIC;
 

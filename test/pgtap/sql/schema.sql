@@ -45,9 +45,11 @@ SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'j
 SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
 SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');
 SELECT is((SELECT count(*)::int FROM pg_amproc p JOIN pg_opfamily f ON f.oid = p.amprocfamily
-	WHERE f.opfname = 'key_hash_ops' AND f.opfnamespace = 'idempotency'::regnamespace), 2,
+	WHERE f.opfname = 'key_hash_ops' AND f.opfnamespace = 'idempotency'::regnamespace
+	  AND p.amproclefttype = 'idempotency.key'::regtype), 2,
 	'the hash operator class has support functions 1 and 2');
-SELECT ok((SELECT oprcanhash AND oprcanmerge FROM pg_operator WHERE oprname = '=' AND oprleft = 'idempotency.key'::regtype),
+SELECT ok((SELECT oprcanhash AND oprcanmerge FROM pg_operator WHERE oprname = '='
+	AND oprleft = 'idempotency.key'::regtype AND oprright = 'idempotency.key'::regtype),
 	'= on keys HASHES and MERGES');
 SELECT has_cast('text', 'idempotency.key', 'a cast from text');
 SELECT has_cast('character varying', 'idempotency.key', 'a cast from varchar');
