@@ -116,11 +116,19 @@ PG_FUNCTION_INFO_V1(idempotency_stats_reset);
 Datum
 idempotency_stats_reset(PG_FUNCTION_ARGS)
 {
-	if (stats_require_shmem())
-	{
-		for (int i = 0; i < STAT_NUM; i++)
-			pg_atomic_write_u64(&IdempotencyShared->stats[i], 0);
-		pg_atomic_write_u64(&IdempotencyShared->stats_reset, (uint64) GetCurrentTimestamp());
-	}
+	/*
+	 * Reading statistics that are not kept shows nothing, with a notice (the
+	 * views); resetting them is an action that cannot be done, so it fails,
+	 * as pg_stat_statements_reset does.
+	 */
+	if (IdempotencyShared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("statistics are not kept because \"idempotency\" is not in \"shared_preload_libraries\""),
+				 errhint("Add idempotency to shared_preload_libraries and restart the server.")));
+
+	for (int i = 0; i < STAT_NUM; i++)
+		pg_atomic_write_u64(&IdempotencyShared->stats[i], 0);
+	pg_atomic_write_u64(&IdempotencyShared->stats_reset, (uint64) GetCurrentTimestamp());
 	PG_RETURN_VOID();
 }

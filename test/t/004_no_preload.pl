@@ -34,6 +34,15 @@ is($out, '0', 'the stats view has no rows');
 like($err, qr/statistics are not kept because "idempotency" is not in "shared_preload_libraries"/,
 	'and says why');
 
+($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.stats_reset()');
+isnt($ret, 0, 'stats_reset() fails instead of silently doing nothing');
+like($err, qr/ERROR:  statistics are not kept because "idempotency" is not in "shared_preload_libraries"/,
+	'and says why');
+like($node->safe_psql('postgres', q{
+	DO $$ BEGIN PERFORM idempotency.stats_reset();
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN RAISE NOTICE 'caught %', SQLSTATE; END $$;
+	SELECT 'went on'}), qr/went on/, 'with SQLSTATE 55000, and the transaction can go on after catching it');
+
 $node->safe_psql('postgres',
 	q{UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60});
 is($node->safe_psql('postgres', 'SELECT idempotency.cleanup()'), '1',
