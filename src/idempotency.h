@@ -197,6 +197,7 @@ extern void RegistryCallEnd(RegistryCall *call);
 extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
 extern bool RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
+extern void IdempotencyRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
 
 extern Datum RegistryOwnerName(Oid roleid);
 
