@@ -23,10 +23,12 @@
  * If expired rows are left it says so in its status slot (backlog), with the
  * time the rate cap allows the next batch (next_run); the launcher, which is
  * connected to no database, waits until then and starts the next worker for
- * the rest.  Those commands lock the database before they wait for other
- * sessions to leave it, and a worker that starts meanwhile waits for that
- * lock before it counts as connected; so they only ever wait for the one
- * worker that is connected, for about a second.  Databases created or
+ * the rest (a database without a status slot, beyond the
+ * IDEMPOTENCY_MAX_DATABASES tracked, gets one worker per pass).  Those
+ * commands lock the database before they wait for other sessions to leave
+ * it, and a worker that starts meanwhile waits for that lock before it
+ * counts as connected; so they only ever wait for the one worker that is
+ * connected, for about a second.  Databases created or
  * dropped after start-up are picked up at the next pass.  Template databases
  * are never visited, so CREATE DATABASE from template1 never finds us there.
  *
