@@ -75,6 +75,8 @@ typedef struct CleanupStatus
 	int32		failures;		/* consecutive failed passes */
 	TimestampTz next_run;		/* no pass before this (backoff) */
 	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
+	bool		backlog;		/* the last worker left expired rows: the
+								 * launcher starts another at next_run */
 } CleanupStatus;
 
 /* Counters of the stats view; stats.c keeps the names in this order. */
@@ -201,6 +203,7 @@ extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
 extern int32 RegistryFence(void);
 extern bool RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
+extern void IdempotencyRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
 
 extern Datum RegistryOwnerName(Oid roleid);
 

@@ -533,16 +533,27 @@ IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
 /*
  * RegistryTry
  *		Run fn(arg) in a subtransaction.  An error with the given SQLSTATE
- *		rolls back what fn did and returns false; any other error propagates.
- *		The abort restores the identity and SPI connection that were in force
+ *		rolls back what fn did and returns false; any other error also rolls
+ *		the subtransaction back and is then thrown again, so that the caller's
+ *		transaction (or its savepoint, or the PL/pgSQL block around it) is
+ *		left exactly as if fn had thrown it outside a subtransaction.  The
+ *		abort restores the identity and SPI connection that were in force
  *		when the subtransaction started: the ones RegistryCallBegin set up.
+ *
+ * This is the sequence PL/pgSQL's exception blocks use: copy the error out
+ * of ErrorContext, flush it, roll back and release the subtransaction, then
+ * restore the memory context and resource owner.  Throwing again before the
+ * rollback would leave the subtransaction open under the caller: in
+ * autocommit the session would be stuck in a transaction block nobody
+ * opened, and an enclosing exception block would roll back this
+ * subtransaction instead of its own.
  */
 bool
 RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool done;
+	volatile bool done = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
@@ -561,14 +572,15 @@ RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode)
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode != sqlerrcode)
-			PG_RE_THROW();
 		FlushErrorState();
+
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+
+		if (edata->sqlerrcode != sqlerrcode)
+			ReThrowError(edata);
 		FreeErrorData(edata);
-		done = false;
 	}
 	PG_END_TRY();
 	return done;
@@ -633,12 +645,11 @@ RegistryCallEnd(RegistryCall *call)
 }
 
 /*
- * RegistryExecute
- *		Run one of the registry's statements; returns the rows it processed
- *		(SPI_tuptable holds any it returned).
+ * registry_execute
+ *		RegistryExecute without the error handling.
  */
-uint64
-RegistryExecute(RegistryStmt stmt, Datum *values, const char *nulls)
+static uint64
+registry_execute(RegistryStmt stmt, Datum *values, const char *nulls)
 {
 	int			rc;
 
@@ -650,4 +661,62 @@ RegistryExecute(RegistryStmt stmt, Datum *values, const char *nulls)
 	if (rc != registry_stmts[stmt].expected_rc)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+/*
+ * RegistryExecute
+ *		Run one of the registry's statements; returns the rows it processed
+ *		(SPI_tuptable holds any it returned).
+ *
+ * An error raised while the statement runs (a lock or statement timeout, a
+ * serialization failure, a constraint) reaches the caller with its SQLSTATE,
+ * message, detail and hint, but without the statement: SPI would add the
+ * internal SQL text to the error's CONTEXT (or as its internal query), which
+ * means nothing to the caller and shows how the registry works inside.
+ */
+uint64
+RegistryExecute(RegistryStmt stmt, Datum *values, const char *nulls)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	volatile uint64 processed = 0;
+
+	PG_TRY();
+	{
+		processed = registry_execute(stmt, values, nulls);
+	}
+	PG_CATCH();
+	{
+		IdempotencyRethrowHidingQuery(oldcontext);
+	}
+	PG_END_TRY();
+	return processed;
+}
+
+/*
+ * IdempotencyRethrowHidingQuery
+ *		In a PG_CATCH block around SQL the extension runs internally: throw
+ *		the error again without what it carries about that SQL (its context
+ *		lines, internal query and positions).  ThrowErrorData collects the
+ *		context of the code around the PG_TRY instead, so a caller's own
+ *		context lines still show.  cxt is the memory context to copy the
+ *		error into (not ErrorContext).  Nothing may run between the catch and
+ *		this call: the (sub)transaction abort that follows cleans up as it
+ *		would have.
+ */
+void
+IdempotencyRethrowHidingQuery(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	edata->context = NULL;
+	edata->internalquery = NULL;
+	edata->internalpos = 0;
+	edata->cursorpos = 0;
+	ThrowErrorData(edata);
+
+	/* ThrowErrorData returns only for levels below ERROR */
+	elog(ERROR, "could not throw an error again");
 }

@@ -16,8 +16,19 @@
  *
  * Why short-lived workers: a process that stays connected to a database makes
  * DROP DATABASE, ALTER DATABASE RENAME and CREATE DATABASE ... TEMPLATE of it
- * wait and then fail; ours stays only for the few milliseconds a pass takes,
- * which those commands' own five-second wait absorbs.  Databases created or
+ * wait and then fail (after five seconds).  So a worker never pauses and
+ * never stays long: it deletes back to back for at most about a second
+ * (CLEANUP_WORKER_MAX_MS), or as many rows as
+ * idempotency.cleanup_max_rows_per_second allows in that second, and exits.
+ * If expired rows are left it says so in its status slot (backlog), with the
+ * time the rate cap allows the next batch (next_run); the launcher, which is
+ * connected to no database, waits until then and starts the next worker for
+ * the rest (a database without a status slot, beyond the
+ * IDEMPOTENCY_MAX_DATABASES tracked, gets one worker per pass).  Those
+ * commands lock the database before they wait for other sessions to leave
+ * it, and a worker that starts meanwhile waits for that lock before it
+ * counts as connected; so they only ever wait for the one worker that is
+ * connected, for about a second.  Databases created or
  * dropped after start-up are picked up at the next pass.  Template databases
  * are never visited, so CREATE DATABASE from template1 never finds us there.
  *
@@ -61,6 +72,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -72,8 +84,19 @@
 /* How long the launcher sleeps while the cleanup is turned off, in ms. */
 #define LAUNCHER_IDLE_MS (60 * 1000L)
 
+/*
+ * How long a cleanup worker deletes before it leaves the rest of a backlog to
+ * the next one, in ms: well under the five seconds DROP DATABASE waits.
+ */
+#define CLEANUP_WORKER_MAX_MS 1000L
+
+/* bgw_extra of a cleanup worker: the role's OID, then this flag. */
+#define CLEANUP_EXTRA_FIRST sizeof(Oid)	/* the first worker of a pass */
+
 PGDLLEXPORT void idempotency_launcher_main(Datum main_arg);
 PGDLLEXPORT void idempotency_cleanup_main(Datum main_arg);
+
+static void launcher_report_interval(void);
 
 /*
  * IdempotencyWorkerRegister
@@ -200,12 +223,12 @@ launcher_forget_dropped(List *dbs)
 }
 
 /*
- * launcher_run_worker
- *		Start the cleanup worker for one database and wait until it exits.
+ * launcher_start_worker
+ *		Start a cleanup worker for one database and wait until it exits.
  *		Returns false if no worker could be started.
  */
 static bool
-launcher_run_worker(Oid dbid, Oid roleid)
+launcher_start_worker(Oid dbid, Oid roleid, bool first)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -222,6 +245,7 @@ launcher_run_worker(Oid dbid, Oid roleid)
 	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
 	worker.bgw_notify_pid = MyProcPid;
 	memcpy(worker.bgw_extra, &roleid, sizeof(Oid));
+	worker.bgw_extra[CLEANUP_EXTRA_FIRST] = first;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
@@ -235,6 +259,129 @@ launcher_run_worker(Oid dbid, Oid roleid)
 		WaitForBackgroundWorkerShutdown(handle) == BGWH_POSTMASTER_DIED)
 		proc_exit(1);
 	pfree(handle);
+	return true;
+}
+
+/*
+ * launcher_backlog
+ *		Whether the worker that just exited left expired rows, and when the
+ *		rate cap allows the next batch.  Clears the flag for the next worker:
+ *		one that dies without reporting (its database was dropped, say) ends
+ *		the database's pass.  Looks up the slot without taking one, so that a
+ *		database without the extension gets none.
+ */
+static bool
+launcher_backlog(Oid dbid, TimestampTz *resume_at)
+{
+	bool		backlog = false;
+
+	LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < IDEMPOTENCY_MAX_DATABASES; i++)
+	{
+		CleanupStatus *slot = &IdempotencyShared->cleanup[i];
+
+		if (slot->dbid == dbid)
+		{
+			backlog = slot->backlog;
+			*resume_at = slot->next_run;
+			slot->backlog = false;
+			break;
+		}
+	}
+	LWLockRelease(IdempotencyShared->lock);
+	return backlog;
+}
+
+/*
+ * launcher_reload_config
+ *		Apply a SIGHUP, logging a change of schedule.
+ */
+static void
+launcher_reload_config(void)
+{
+	int			old_interval = idempotency_cleanup_interval;
+	int			old_batch_size = idempotency_cleanup_batch_size;
+
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	if (old_interval != idempotency_cleanup_interval ||
+		old_batch_size != idempotency_cleanup_batch_size)
+		launcher_report_interval();
+}
+
+/*
+ * launcher_pause
+ *		Between two workers of one database: wait until resume_at, connected
+ *		to no database, answering SIGTERM and reloads.  False if the cleanup
+ *		was turned off meanwhile.
+ */
+static bool
+launcher_pause(TimestampTz resume_at)
+{
+	for (;;)
+	{
+		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), resume_at);
+
+		if (timeout > 0)
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+			launcher_reload_config();
+		if (idempotency_cleanup_interval == 0)
+			return false;
+		if (timeout <= 0)
+			return true;
+	}
+}
+
+/*
+ * launcher_database_usable
+ *		Whether a worker can still connect to the database: it may have been
+ *		dropped, or closed to connections, while the launcher paused.
+ */
+static bool
+launcher_database_usable(Oid dbid)
+{
+	HeapTuple	tup;
+	bool		usable = false;
+
+	StartTransactionCommand();
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dbid));
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		usable = db->datallowconn && !db->datistemplate && !database_is_invalid_form(db);
+		ReleaseSysCache(tup);
+	}
+	CommitTransactionCommand();
+	return usable;
+}
+
+/*
+ * launcher_run_worker
+ *		Clean one database: start a worker and wait until it exits; while the
+ *		workers leave a backlog, pause as long as the rate cap says and start
+ *		the next one.  The pause is the launcher's, connected to no database,
+ *		so that nothing holds the database between two workers.  Returns false
+ *		if no worker could be started.
+ */
+static bool
+launcher_run_worker(Oid dbid, Oid roleid)
+{
+	TimestampTz resume_at = 0;
+
+	if (!launcher_start_worker(dbid, roleid, true))
+		return false;
+	while (launcher_backlog(dbid, &resume_at))
+	{
+		if (!launcher_pause(resume_at) || !launcher_database_usable(dbid))
+			break;
+		if (!launcher_start_worker(dbid, roleid, false))
+			return false;
+	}
 	return true;
 }
 
@@ -326,14 +473,7 @@ idempotency_launcher_main(Datum main_arg)
 
 		if (ConfigReloadPending)
 		{
-			int			old_interval = idempotency_cleanup_interval;
-			int			old_batch_size = idempotency_cleanup_batch_size;
-
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			if (old_interval != idempotency_cleanup_interval ||
-				old_batch_size != idempotency_cleanup_batch_size)
-				launcher_report_interval();
+			launcher_reload_config();
 			continue;			/* the interval may have changed */
 		}
 
@@ -429,6 +569,7 @@ cleanup_record(Oid dbid, int64 deleted, bool done, const char *error)
 									  CLEANUP_MAX_BACKOFF_MS);
 
 			slot->failures++;
+			slot->backlog = false;
 			slot->last_end = now;
 			slot->next_run = TimestampTzPlusMilliseconds(now, backoff);
 			strlcpy(slot->last_error, error, CLEANUP_ERROR_LEN);
@@ -436,6 +577,7 @@ cleanup_record(Oid dbid, int64 deleted, bool done, const char *error)
 		else if (done)
 		{
 			slot->failures = 0;
+			slot->backlog = false;
 			slot->last_end = now;
 			slot->next_run = 0;
 			slot->last_error[0] = '\0';
@@ -445,15 +587,62 @@ cleanup_record(Oid dbid, int64 deleted, bool done, const char *error)
 }
 
 /*
+ * cleanup_record_backlog
+ *		The worker stops with expired rows left after deleting deleted rows
+ *		since started: tell the launcher to start another at the time the
+ *		rate cap allows.
+ */
+static void
+cleanup_record_backlog(Oid dbid, TimestampTz started, int64 deleted)
+{
+	CleanupStatus *slot;
+	TimestampTz resume_at = started;
+
+	if (idempotency_cleanup_max_rows_per_second > 0)
+		resume_at = TimestampTzPlusMilliseconds(started,
+												deleted * 1000 / idempotency_cleanup_max_rows_per_second);
+
+	LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
+	slot = CleanupStatusFor(dbid);
+	if (slot != NULL)
+	{
+		slot->backlog = true;
+		slot->next_run = resume_at;
+	}
+	LWLockRelease(IdempotencyShared->lock);
+}
+
+/*
+ * cleanup_worker_done
+ *		Whether this worker has had its share: about a second of deleting, or
+ *		the rows the rate cap allows in a second.  Either way the launcher
+ *		starts the next worker, after a pause if the cap requires one.
+ */
+static bool
+cleanup_worker_done(TimestampTz started, int64 deleted)
+{
+	if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), CLEANUP_WORKER_MAX_MS))
+		return true;
+	return idempotency_cleanup_max_rows_per_second > 0 &&
+		deleted >= (int64) idempotency_cleanup_max_rows_per_second * CLEANUP_WORKER_MAX_MS / 1000;
+}
+
+/*
  * idempotency_cleanup_main
- *		One pass over one database, then exit.
+ *		Part of a pass over one database, then exit: batches back to back
+ *		until a batch comes back short (the pass is over) or the worker has
+ *		had its share (the launcher starts the next one for the rest).
  */
 void
 idempotency_cleanup_main(Datum main_arg)
 {
 	Oid			dbid = DatumGetObjectId(main_arg);
 	Oid			roleid;
+	bool		first = MyBgworkerEntry->bgw_extra[CLEANUP_EXTRA_FIRST];
 	MemoryContext workercxt = CurrentMemoryContext;
+	TimestampTz started;
+	volatile int64 deleted_here = 0;
+	volatile bool backlog = false;
 
 	memcpy(&roleid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 
@@ -465,13 +654,15 @@ idempotency_cleanup_main(Datum main_arg)
 	if (!cleanup_should_run())
 		proc_exit(0);
 
+	started = GetCurrentTimestamp();
 	LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
 	{
 		CleanupStatus *slot = CleanupStatusFor(dbid);
 
-		if (slot != NULL)
+		/* a pass starts with its first worker and ends with its last */
+		if (slot != NULL && first)
 		{
-			slot->last_start = GetCurrentTimestamp();
+			slot->last_start = started;
 			slot->last_deleted = 0;
 		}
 	}
@@ -485,15 +676,11 @@ idempotency_cleanup_main(Datum main_arg)
 			int64		deleted = cleanup_batch(batch_size);
 
 			cleanup_record(dbid, deleted, false, NULL);
+			deleted_here += deleted;
 			if (deleted < batch_size)
 				break;
 
-			/* keep under the rate cap, and answer SIGTERM or a reload */
-			if (idempotency_cleanup_max_rows_per_second > 0)
-				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 deleted * 1000L / idempotency_cleanup_max_rows_per_second,
-								 PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
+			/* answer SIGTERM or a reload; never pause here */
 			CHECK_FOR_INTERRUPTS();
 			if (ConfigReloadPending)
 			{
@@ -502,8 +689,16 @@ idempotency_cleanup_main(Datum main_arg)
 			}
 			if (idempotency_cleanup_interval == 0)
 				break;
+			if (cleanup_worker_done(started, deleted_here))
+			{
+				backlog = true;
+				break;
+			}
 		}
-		cleanup_record(dbid, 0, true, NULL);
+		if (backlog)
+			cleanup_record_backlog(dbid, started, deleted_here);
+		else
+			cleanup_record(dbid, 0, true, NULL);
 	}
 	PG_CATCH();
 	{

@@ -1,0 +1,84 @@
+# Serialization failures (40001) that the extension's internal statements
+# raise under REPEATABLE READ reach the caller with their SQLSTATE and
+# message, but without the internal statement in CONTEXT; a caller's own
+# PL/pgSQL lines still show, and the transaction rolls back as usual.
+# (sql/error_contexts.sql does the same for errors one session can cause.)
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('contexts');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION idempotency;
+	CREATE TABLE work (k text);
+	CREATE FUNCTION claim(k idempotency.key) RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN
+		RETURN (idempotency.idempotent_begin(k)).outcome;
+	END $$;
+});
+
+my $rr = $node->background_psql('postgres', on_error_stop => 0);
+$rr->query_safe('\set VERBOSITY verbose');
+
+# in_rr(setup, statement): take a REPEATABLE READ snapshot, let another
+# session run setup and commit, then run statement in the snapshot's
+# transaction; returns its stderr, after rolling back
+sub in_rr
+{
+	my ($setup, $statement) = @_;
+	$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; INSERT INTO work VALUES (1)');
+	$node->safe_psql('postgres', $setup);
+	$rr->{stderr} = '';
+	$rr->query($statement);
+	my $stderr = $rr->{stderr};
+	$rr->{stderr} = '';
+	$rr->query_safe('ROLLBACK');
+	return $stderr;
+}
+
+# check(name, stderr, context_like): 40001 with its message, no internal SQL
+sub check
+{
+	my ($name, $stderr, $context_like) = @_;
+	like($stderr, qr/ERROR:  40001: could not serialize access due to concurrent update/,
+		"$name: 40001 and its message");
+	unlike($stderr, qr/idempotency\.(registry|inbox|tokens)|SQL statement "(INSERT|UPDATE|DELETE|SELECT r\.)/,
+		"$name: no internal statement in CONTEXT");
+	like($stderr, $context_like, "$name: the caller's own context") if defined $context_like;
+}
+
+check('begin', in_rr(q{SELECT idempotency.idempotent_begin('k1')},
+		q{SELECT idempotency.idempotent_begin('k1')}));
+check('begin from a PL/pgSQL function',
+	in_rr(q{SELECT idempotency.idempotent_begin('k2')}, q{SELECT claim('k2')}),
+	qr/CONTEXT:  PL\/pgSQL function claim\(idempotency\.key\) line 3 at RETURN/);
+check('begin, wait => false',
+	in_rr(q{SELECT idempotency.idempotent_begin('k3')},
+		q{SELECT idempotency.idempotent_begin('k3', wait => false)}));
+$node->safe_psql('postgres', q{SELECT idempotency.idempotent_begin('k4')});
+check('finish',
+	in_rr(q{SELECT idempotency.idempotent_finish('k4', '{}')},
+		q{SELECT idempotency.idempotent_finish('k4', '{}')}));
+check('inbox_receive',
+	in_rr(q{SELECT idempotency.inbox_receive('c', 'm1')},
+		q{SELECT idempotency.inbox_receive('c', 'm1')}));
+check('inbox_receive_batch',
+	in_rr(q{SELECT idempotency.inbox_receive_batch('c', ARRAY['m2', 'm3'])},
+		q{SELECT idempotency.inbox_receive_batch('c', ARRAY['m3', 'm4'])}));
+
+# after all of it, the session works and its rolled-back work is gone
+$rr->query_safe('INSERT INTO work VALUES (2)');
+is($rr->query_safe('SELECT count(*) FROM work'), '1', 'the session goes on, in autocommit');
+$rr->quit;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM work'), '1',
+	'only the work after the rollbacks committed');
+
+$node->stop;
+done_testing();
