@@ -138,7 +138,8 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('begin: key is null', NULL, $$SELECT idempotency.idempotent_begin(NULL)$$, '22004'),
 ('begin: scope is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', scope => NULL)$$, '22004'),
 ('begin: ttl is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', ttl => NULL)$$, '22004'),
-('begin: lease is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', lease => NULL)$$, '22004'),
+('begin: defer_claim is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', defer_claim => NULL)$$, '22004'),
+('begin: max_wait negative', NULL, $$SELECT idempotency.idempotent_begin('ec-new', max_wait => '-1 s')$$, '22023'),
 ('begin: wait is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', wait => NULL)$$, '22004'),
 ('begin: require_token is null', NULL, $$SELECT idempotency.idempotent_begin('ec-new', require_token => NULL)$$, '22004'),
 ('begin: ttl not positive', NULL, $$SELECT idempotency.idempotent_begin('ec-new', ttl => '0')$$, '22023'),
@@ -148,8 +149,7 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('begin: invalid key', NULL, $$SELECT idempotency.idempotent_begin(' ec-new')$$, '22P02'),
 ('begin: a different request', NULL, $$SELECT idempotency.idempotent_begin('ec-done', request => '{"n": 2}')$$, 'IK001'),
 ('begin: not a token', NULL, $$SELECT idempotency.idempotent_begin('ec-new', require_token => true)$$, 'IK005'),
-('begin: token held, lock_timeout', :'lock_timeout', $$SELECT idempotency.idempotent_begin(token, 'ec', require_token => true) FROM ec_tokens WHERE name = 'held'$$, '55P03'),
-('begin: claim held, lock_timeout', :'lock_timeout', $$SELECT idempotency.idempotent_begin('ec-held')$$, '55P03'),
+('begin: token held, statement_timeout', :'statement_timeout', $$SELECT idempotency.idempotent_begin(token, 'ec', require_token => true) FROM ec_tokens WHERE name = 'held'$$, '57014'),
 ('begin: claim held, statement_timeout', :'statement_timeout', $$SELECT idempotency.idempotent_begin('ec-held')$$, '57014'),
 ('begin: not granted', :'nobody', $$SELECT idempotency.idempotent_begin('ec-new')$$, '42501'),
 -- idempotent_begin(wait => false): the claim runs in a subtransaction
@@ -367,15 +367,17 @@ ROLLBACK;
 -- not show in CONTEXT (a caller's own PL/pgSQL lines do).
 --
 SET lock_timeout = '10ms';
-SELECT idempotency.idempotent_begin('ec-held');
-SELECT idempotency.idempotent_begin(token, 'ec', require_token => true) FROM ec_tokens WHERE name = 'held';
+-- (a claim or token another transaction holds is a duplicate in progress: a
+-- lock_timeout ends the wait with in_progress, not with an error)
+SELECT outcome, status FROM idempotency.idempotent_begin('ec-held');
+SELECT (idempotency.idempotent_begin(token, 'ec', require_token => true)).outcome FROM ec_tokens WHERE name = 'held';
 SELECT idempotency.inbox_receive('ec', 'held');
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['ec-new-1', 'held', 'ec-new-2']);
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['seen', 'held']);
 SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held';
 CREATE FUNCTION ec_caller() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM idempotency.idempotent_begin('ec-held');
+	PERFORM idempotency.inbox_receive('ec', 'held');
 END $$;
 SELECT ec_caller();
 RESET lock_timeout;

@@ -115,6 +115,7 @@ typedef struct BeginArgs
 	TimestampTz expires_at;		/* now + ttl */
 	int			lock_timeout_ms;	/* 0: wait as long as it takes */
 	bool		defer_claim;	/* write nothing now: finish writes the record */
+	bool		require_token;	/* the key must be a token issued to the caller */
 } BeginArgs;
 
 /* A record's answer: what begin and lookup return of it. */
@@ -527,6 +528,14 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 static void
 begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
 {
+	/*
+	 * The token first, inside a bounded wait's subtransaction too: a token
+	 * row locked by a concurrent begin of the same key is a duplicate in
+	 * progress like any other.
+	 */
+	if (args->require_token)
+		TokenRequire(call, args->scope, args->key);
+
 	for (int tries = 0; tries < BEGIN_MAX_TRIES; tries++)
 	{
 		if (begin_attempt(call, args, result))
@@ -679,7 +688,6 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
-	bool		require_token;
 
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
@@ -691,7 +699,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	IdempotencyRequireArg(fcinfo, 3, "ttl");
 	IdempotencyRequireArg(fcinfo, 5, "wait");
 	IdempotencyRequireArg(fcinfo, 6, "require_token");
-	require_token = PG_GETARG_BOOL(6);
+	args.require_token = PG_GETARG_BOOL(6);
 	args.lock_timeout_ms = begin_lock_timeout(fcinfo, PG_GETARG_BOOL(5), 7);
 	IdempotencyRequireArg(fcinfo, 8, "defer_claim");
 	args.defer_claim = PG_GETARG_BOOL(8);
@@ -712,9 +720,6 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 					 errmsg("lease must not be longer than ttl"),
 					 errdetail("A claim whose lease outlives its record could never be taken over.")));
 	}
-
-	if (require_token)
-		TokenRequire(&call, args.scope, args.key);
 
 	if (args.lock_timeout_ms > 0)
 		begin_bounded(&call, &args, &result);
