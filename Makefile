@@ -20,13 +20,16 @@ OBJS = \
 	src/locks.o \
 	src/version_guard.o \
 	src/tokens.o \
-	src/stats.o
+	src/stats.o \
+	src/extension.o \
+	src/roles.o \
+	src/hints.o
 
 DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = key_type make_key registry registry_errors roles cleanup state_machine inbox tokens stats hostile_setup
+REGRESS = key_type make_key registry registry_errors roles role_names cleanup state_machine inbox tokens stats hostile_setup
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
