@@ -29,7 +29,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = key_type make_key registry registry_errors roles role_names cleanup state_machine inbox tokens stats hostile_setup
+REGRESS = key_type make_key registry registry_errors roles role_names permission_hint cleanup state_machine inbox tokens stats hostile_setup
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 

@@ -23,7 +23,8 @@
  * Core calls emit_log_hook only for messages that go to the server log, so
  * the hint needs log_min_messages at "error" or below (the default is
  * "warning"); and it needs the library loaded before the error, which
- * shared_preload_libraries guarantees.
+ * shared_preload_libraries guarantees (without it, the library is loaded
+ * only if something of ours, the key type's input say, ran first).
  *
  * Copyright (c) 2026, idempotency developers
  *
