@@ -73,6 +73,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "idempotency.h"
 
 /* The longest a failing database waits before its next try, in ms. */
@@ -244,7 +245,7 @@ launcher_role_can_connect(Oid dbid, Oid roleid)
 					 rolname);
 			hint = psprintf("ALTER ROLE %s LOGIN", quote_identifier(rolname));
 		}
-		else if (pg_database_aclcheck(dbid, roleid, ACL_CONNECT) != ACLCHECK_OK)
+		else if (IdempotencyDatabaseAclCheck(dbid, roleid, ACL_CONNECT) != ACLCHECK_OK)
 		{
 			snprintf(error, sizeof(error),
 					 "role \"%s\" named by \"idempotency.cleanup_role\" has no CONNECT privilege on database \"%s\"",

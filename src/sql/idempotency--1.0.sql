@@ -11,7 +11,9 @@
  * our objects and put look-alikes in their place: refuse it.  The control
  * file names pg_catalog as the extension's schema, as pg_cron's does, so
  * that CREATE EXTENSION does not create "idempotency" itself; nothing below
- * uses @extschema@.
+ * uses @extschema@.  The C functions check at run time that the schema named
+ * idempotency is still this one (src/extension.c), and so do the PL/pgSQL
+ * functions that name idempotency.state_machines, first thing.
  */
 DO $$
 DECLARE
@@ -425,7 +427,7 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
 					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
 					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = '55000';
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
 	END IF;
 	IF name IS NULL OR name = '' THEN
 		RAISE EXCEPTION 'state machine name must not be empty' USING ERRCODE = 'invalid_parameter_value';
@@ -519,7 +521,7 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
 					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
 					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = '55000';
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
 	END IF;
 	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
 	  FROM pg_trigger AS t
@@ -567,7 +569,7 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
 					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
 					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = '55000';
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
 	END IF;
 	IF NOT EXISTS (SELECT FROM idempotency.state_machines AS m WHERE m.name = machine) THEN
 		RAISE EXCEPTION 'state machine "%" does not exist', machine USING ERRCODE = 'undefined_object';
