@@ -49,7 +49,7 @@ RESET ROLE;
 SELECT idempotency.forget_role('regress_never_existed');
 
 -- ALTER ROLE ... RENAME: the records stay under the old name, so the
--- renamed role no longer sees them, and a new role given the old name would
+-- renamed role no longer sees them, and a new role given the old name does
 SET ROLE regress_dave;
 SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
 SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay');
@@ -61,6 +61,13 @@ ALTER ROLE regress_dave RENAME TO regress_dave_renamed;
 SET ROLE regress_dave_renamed;
 SELECT count(*) AS records_seen FROM idempotency.my_records;
 RESET ROLE;
+CREATE ROLE regress_dave;
+SELECT idempotency.grant_usage('regress_dave');
+SET ROLE regress_dave;
+SELECT key, status FROM idempotency.my_records ORDER BY key;
+RESET ROLE;
+DROP OWNED BY regress_dave;
+DROP ROLE regress_dave;
 
 -- rename_owner moves them all to the new name, claims included
 SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
