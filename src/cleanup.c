@@ -4,9 +4,10 @@
  *	  idempotency.cleanup(): delete one batch of expired records.
  *
  * This is the one code path for removing expired records: the background
- * worker (worker.c) calls it through SQL, batch after batch, each in its
- * own transaction; an administrator may call it by hand, and must on a
- * server where the library is not preloaded.  A record past its expires_at
+ * worker (worker.c) calls IdempotencyCleanup directly, batch after batch,
+ * each in its own transaction, never a function found by name through SQL;
+ * an administrator may call it by hand as cleanup(), and must on a server
+ * where the library is not preloaded.  A record past its expires_at
  * already counts as absent for idempotent_begin, so cleaning late is never
  * wrong, only wasteful.
  *
@@ -26,29 +27,22 @@
 
 #include "idempotency.h"
 
-PG_FUNCTION_INFO_V1(idempotency_cleanup);
-
 /*
- * idempotency_cleanup
- *		cleanup(batch_size): delete up to batch_size expired records (the
- *		oldest first), then, with what is left of the batch, expired inbox
- *		entries, tokens and state history; return how many rows went.  NULL batch_size means
- *		idempotency.cleanup_batch_size.
+ * IdempotencyCleanup
+ *		Delete up to batch_size expired records (the oldest first), then,
+ *		with what is left of the batch, expired inbox entries, tokens and
+ *		state history; return how many rows went.  The statements run as the
+ *		registry's owner (RegistryCallBegin), so the caller needs no
+ *		privilege on the tables.
  */
-Datum
-idempotency_cleanup(PG_FUNCTION_ARGS)
+uint64
+IdempotencyCleanup(int32 batch_size)
 {
 	RegistryCall call;
-	int32		batch_size = idempotency_cleanup_batch_size;
 	Datum		values[3];
 	uint64		deleted;
 
-	if (!PG_ARGISNULL(0))
-		batch_size = PG_GETARG_INT32(0);
-	if (batch_size <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("batch_size must be greater than zero")));
+	Assert(batch_size > 0);
 
 	RegistryCallBegin(&call);
 	values[0] = TimestampTzGetDatum(call.now);
@@ -72,8 +66,29 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 	}
 	RegistryCallEnd(&call);
 	IdempotencyCount(STAT_ROWS_CLEANED, deleted);
+	return deleted;
+}
 
-	PG_RETURN_INT64((int64) deleted);
+PG_FUNCTION_INFO_V1(idempotency_cleanup);
+
+/*
+ * idempotency_cleanup
+ *		cleanup(batch_size): one batch of IdempotencyCleanup.  NULL
+ *		batch_size means idempotency.cleanup_batch_size.
+ */
+Datum
+idempotency_cleanup(PG_FUNCTION_ARGS)
+{
+	int32		batch_size = idempotency_cleanup_batch_size;
+
+	if (!PG_ARGISNULL(0))
+		batch_size = PG_GETARG_INT32(0);
+	if (batch_size <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_size must be greater than zero")));
+
+	PG_RETURN_INT64((int64) IdempotencyCleanup(batch_size));
 }
 
 PG_FUNCTION_INFO_V1(idempotency_cleanup_status);

@@ -26,4 +26,19 @@
 /* MarkGUCPrefixReserved() appeared in 15; older majors had EmitWarnings... */
 #define IdempotencyReserveGUCPrefix(prefix) MarkGUCPrefixReserved(prefix)
 
+/*
+ * Whether a role may connect to a database: PostgreSQL 16 folded the
+ * per-kind ACL checks into object_aclcheck().
+ */
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_database.h"
+#include "utils/acl.h"
+#define IdempotencyDatabaseAclCheck(dbid, roleid, mode) \
+	object_aclcheck(DatabaseRelationId, (dbid), (roleid), (mode))
+#else
+#include "utils/acl.h"
+#define IdempotencyDatabaseAclCheck(dbid, roleid, mode) \
+	pg_database_aclcheck((dbid), (roleid), (mode))
+#endif
+
 #endif							/* IDEMPOTENCY_COMPAT_H */

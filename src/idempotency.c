@@ -99,7 +99,7 @@ _PG_init(void)
 	DefineCustomStringVariable("idempotency.cleanup_role",
 							   "Sets the role the background cleanup connects as.",
 							   "Empty means the bootstrap superuser.  The role needs only "
-							   "EXECUTE on idempotency.cleanup(integer).",
+							   "LOGIN and CONNECT on each database.",
 							   &idempotency_cleanup_role,
 							   "",
 							   PGC_SIGHUP,
@@ -120,6 +120,7 @@ _PG_init(void)
 	IdempotencyReserveGUCPrefix("idempotency");
 
 	IdempotencyStatsInit();
+	IdempotencyHintsInit();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -232,6 +232,36 @@ extern DeferredClaim *DeferredClaimAdd(Datum owner, Datum scope, Datum key,
 									   Datum fingerprint);
 extern void DeferredClaimForget(DeferredClaim *claim);
 
+/*
+ * extension.c: the extension's own objects, found through its catalog
+ * entries and checked to be members of the extension.
+ */
+typedef enum IdempotencyRelation
+{
+	IR_REGISTRY,
+	IR_INBOX,
+	IR_TOKENS,
+	IR_STATE_MACHINES,
+	IR_STATE_HISTORY,
+	IR_NUM
+} IdempotencyRelation;
+
+typedef struct IdempotencyCatalog
+{
+	Oid			extoid;			/* pg_extension */
+	Oid			nspoid;			/* the schema named idempotency, a member */
+	Oid			relids[IR_NUM];	/* its tables, members */
+	Oid			keytype;		/* idempotency.key, a member */
+} IdempotencyCatalog;
+
+extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
+
+/* cleanup.c: one batch of the cleanup, for cleanup() and the worker */
+extern uint64 IdempotencyCleanup(int32 batch_size);
+
+/* hints.c */
+extern void IdempotencyHintsInit(void);
+
 /* tokens.c */
 extern void TokenRequire(RegistryCall *call, Datum scope, Datum key);
 

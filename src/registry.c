@@ -21,7 +21,10 @@
  *
  * The plans, the table's OID and owner and the key type's OID are cached per
  * backend; a relcache invalidation of the table (DROP EXTENSION, VACUUM,
- * ALTER TABLE) marks the cache stale and the next call rebuilds it.
+ * ALTER TABLE) marks the cache stale and the next call rebuilds it.  The
+ * table and the type are found through the extension's catalog entries
+ * (extension.c), checked again on every call, never by name alone: the
+ * statements' text names the schema, so it must be the extension's own.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -34,7 +37,6 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -48,9 +50,6 @@
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
-
-#define REGISTRY_SCHEMA "idempotency"
-#define REGISTRY_TABLE	"registry"
 
 /* Stands for the key type's OID in the argument lists below. */
 #define KEYTYPE_PLACEHOLDER InvalidOid
@@ -388,13 +387,13 @@ RegistryOwnerName(Oid roleid)
 
 /*
  * registry_cache_refresh
- *		Look the table, its owner and the key type up again and drop the old
+ *		Take the table and the key type from the extension's checked catalog
+ *		entries (extension.c), look the table's owner up and drop the old
  *		plans; they are prepared again on first use.
  */
 static void
-registry_cache_refresh(void)
+registry_cache_refresh(const IdempotencyCatalog *catalog)
 {
-	Oid			nsp;
 	HeapTuple	tuple;
 
 	if (!registry_callback_registered)
@@ -410,28 +409,31 @@ registry_cache_refresh(void)
 		registry_cache.plans[i] = NULL;
 	}
 
-	nsp = get_namespace_oid(REGISTRY_SCHEMA, true);
-	registry_cache.relid = OidIsValid(nsp) ?
-		get_relname_relid(REGISTRY_TABLE, nsp) : InvalidOid;
-	if (!OidIsValid(registry_cache.relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"idempotency\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION idempotency.")));
-
+	registry_cache.relid = catalog->relids[IR_REGISTRY];
 	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(registry_cache.relid));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for relation %u", registry_cache.relid);
 	registry_cache.relowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
 
-	registry_cache.keytype = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
-											 CStringGetDatum("key"),
-											 ObjectIdGetDatum(nsp));
-	if (!OidIsValid(registry_cache.keytype))
-		elog(ERROR, "type idempotency.key does not exist");
-
+	registry_cache.keytype = catalog->keytype;
 	registry_cache.valid = true;
+}
+
+/*
+ * registry_cache_check
+ *		Check the extension's objects (cheap unless something changed) and
+ *		refresh the cache if they are not the ones it was built from.
+ */
+static void
+registry_cache_check(void)
+{
+	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
+
+	if (!registry_cache.valid ||
+		registry_cache.relid != catalog->relids[IR_REGISTRY] ||
+		registry_cache.keytype != catalog->keytype)
+		registry_cache_refresh(catalog);
 }
 
 /*
@@ -617,8 +619,7 @@ RegistryFence(void)
 void
 RegistryCallBegin(RegistryCall *call)
 {
-	if (!registry_cache.valid)
-		registry_cache_refresh();
+	registry_cache_check();
 
 	call->owner = RegistryOwnerName(GetUserId());
 	call->now = GetCurrentTimestamp();
@@ -654,8 +655,7 @@ registry_execute(RegistryStmt stmt, Datum *values, const char *nulls)
 	int			rc;
 
 	/* an invalidation may have arrived since RegistryCallBegin */
-	if (!registry_cache.valid)
-		registry_cache_refresh();
+	registry_cache_check();
 
 	rc = SPI_execute_plan(registry_plan(stmt), values, nulls, false, 0);
 	if (rc != registry_stmts[stmt].expected_rc)

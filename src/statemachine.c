@@ -28,7 +28,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -117,18 +116,20 @@ machine_load(StateMachine *entry)
 	bool		found;
 	MemoryContext cxt;
 	MemoryContext oldcxt;
+	Oid			relid;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	if (!OidIsValid(machines_relid))
+	/* the table as the extension's catalog entries have it (extension.c) */
+	relid = IdempotencyCatalogGet()->relids[IR_STATE_MACHINES];
+	if (relid != machines_relid)
 	{
-		machines_relid = get_relname_relid("state_machines",
-										   get_namespace_oid("idempotency", false));
+		machines_relid = relid;
 		if (machine_plan != NULL)
 			SPI_freeplan(machine_plan);
 		machine_plan = NULL;
 	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 	if (machine_plan == NULL)
 	{
 		machine_plan = SPI_prepare("SELECT m.transitions, m.initial FROM idempotency.state_machines AS m"

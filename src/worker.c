@@ -10,9 +10,15 @@
  * that accept connections and are not templates and, one at a time, starts a
  * dynamic worker for each.  The worker connects to its database, returns at
  * once if the extension is not installed there (or the server is a Citus
- * worker node), and otherwise calls idempotency.cleanup() batch after batch,
- * each batch its own short transaction, until a batch comes back short.  Then
- * it exits.
+ * worker node), and otherwise runs the C code of idempotency.cleanup() batch
+ * after batch (directly, never a function looked up by name), each batch its
+ * own short transaction, until a batch comes back short.  Then it exits.
+ *
+ * The role the workers connect as (idempotency.cleanup_role, or the
+ * bootstrap superuser) needs LOGIN and CONNECT on the database and nothing
+ * else: the deletes run as the registry's owner.  The launcher checks both
+ * before it starts a worker, so that a missing one is named in
+ * cleanup_status instead of killing the worker at start-up.
  *
  * Why short-lived workers: a process that stays connected to a database makes
  * DROP DATABASE, ALTER DATABASE RENAME and CREATE DATABASE ... TEMPLATE of it
@@ -55,8 +61,10 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -76,6 +84,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "idempotency.h"
 
 /* The longest a failing database waits before its next try, in ms. */
@@ -220,6 +229,86 @@ launcher_forget_dropped(List *dbs)
 			slot->dbid = InvalidOid;
 	}
 	LWLockRelease(IdempotencyShared->lock);
+}
+
+static void cleanup_record(Oid dbid, int64 deleted, bool done, const char *error);
+
+/*
+ * launcher_role_can_connect
+ *		Whether idempotency.cleanup_role may log in and connect to a database.
+ *		A worker that may not would die at start-up with nothing to show for
+ *		it; instead the launcher skips the database and records in
+ *		cleanup_status (and the log) which role lacks which privilege, and
+ *		the backoff spaces out the next tries.
+ */
+static bool
+launcher_role_can_connect(Oid dbid, Oid roleid)
+{
+	HeapTuple	tup;
+	char		error[CLEANUP_ERROR_LEN] = "";
+	char	   *hint = NULL;
+	char	   *datname;
+
+	if (!OidIsValid(roleid))
+		return true;			/* the bootstrap superuser */
+
+	StartTransactionCommand();
+	datname = get_database_name(dbid);
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
+	if (HeapTupleIsValid(tup) && datname != NULL)
+	{
+		Form_pg_authid role = (Form_pg_authid) GETSTRUCT(tup);
+		char	   *rolname = pstrdup(NameStr(role->rolname));
+
+		if (!role->rolcanlogin)
+		{
+			snprintf(error, sizeof(error),
+					 "role \"%s\" named by \"idempotency.cleanup_role\" is not permitted to log in",
+					 rolname);
+			hint = psprintf("ALTER ROLE %s LOGIN", quote_identifier(rolname));
+		}
+		else if (IdempotencyDatabaseAclCheck(dbid, roleid, ACL_CONNECT) != ACLCHECK_OK)
+		{
+			snprintf(error, sizeof(error),
+					 "role \"%s\" named by \"idempotency.cleanup_role\" has no CONNECT privilege on database \"%s\"",
+					 rolname, datname);
+			hint = psprintf("GRANT CONNECT ON DATABASE %s TO %s",
+							quote_identifier(datname), quote_identifier(rolname));
+		}
+	}
+	if (HeapTupleIsValid(tup))
+		ReleaseSysCache(tup);
+
+	if (error[0] != '\0')
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s", error),
+				 errdetail("Expired idempotency records in database \"%s\" are not being cleaned.",
+						   datname),
+				 errhint("Run %s.", hint)));
+		/* what cleanup_status shows: the error and the missing grant */
+		strlcat(error, ": it needs ", sizeof(error));
+		strlcat(error, hint, sizeof(error));
+	}
+	CommitTransactionCommand();
+
+	if (error[0] == '\0')
+		return true;
+
+	LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
+	{
+		CleanupStatus *slot = CleanupStatusFor(dbid);
+
+		if (slot != NULL)
+		{
+			slot->last_start = GetCurrentTimestamp();
+			slot->last_deleted = 0;
+		}
+	}
+	LWLockRelease(IdempotencyShared->lock);
+	cleanup_record(dbid, 0, true, error);
+	return false;
 }
 
 /*
@@ -409,6 +498,8 @@ launcher_pass(MemoryContext passcxt)
 			break;
 		if (!launcher_due(dbid, GetCurrentTimestamp()))
 			continue;
+		if (!launcher_role_can_connect(dbid, roleid))
+			continue;
 		if (!launcher_run_worker(dbid, roleid))
 			break;
 	}
@@ -517,28 +608,25 @@ cleanup_should_run(void)
 
 /*
  * cleanup_batch
- *		One batch through the SQL function, in a transaction of its own.
+ *		One batch, in a transaction of its own.  The worker calls the C code
+ *		of idempotency.cleanup() directly, not the SQL function: it runs as a
+ *		superuser (or idempotency.cleanup_role), and a function found by its
+ *		name could be anyone's.  IdempotencyCleanup refuses to run unless the
+ *		schema and the tables it names are the extension's own (extension.c),
+ *		and needs no privilege of the worker's role.
  */
 static int64
 cleanup_batch(int32 batch_size)
 {
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(batch_size)};
-	bool		isnull;
 	int64		deleted;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "SELECT idempotency.cleanup($1)");
+	pgstat_report_activity(STATE_RUNNING, "idempotency cleanup batch");
 
-	if (SPI_execute_with_args("SELECT idempotency.cleanup($1)", 1, argtypes, values,
-							  NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "SPI_execute_with_args failed");
-	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	deleted = (int64) IdempotencyCleanup(batch_size);
 
-	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(true);

@@ -4,6 +4,39 @@
 \echo Use "CREATE EXTENSION idempotency" to load this file. \quit
 
 /*
+ * The extension owns its schema: it creates it here, so that the schema is a
+ * member of the extension (DROP EXTENSION drops it) and belongs to the
+ * superuser who runs CREATE EXTENSION.  A schema of that name created
+ * earlier by anyone else would stay theirs, and with it the power to rename
+ * our objects and put look-alikes in their place: refuse it.  The control
+ * file names pg_catalog as the extension's schema, as pg_cron's does, so
+ * that CREATE EXTENSION does not create "idempotency" itself; nothing below
+ * uses @extschema@.  The C functions check at run time that the schema named
+ * idempotency is still this one (src/extension.c), and so do the PL/pgSQL
+ * functions that name idempotency.state_machines, first thing.
+ */
+DO $$
+DECLARE
+	planted_by pg_catalog.name;
+BEGIN
+	SELECT pg_catalog.pg_get_userbyid(n.nspowner) INTO planted_by
+	  FROM pg_catalog.pg_namespace AS n
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'idempotency';
+	IF FOUND THEN
+		RAISE EXCEPTION 'schema "idempotency" already exists'
+			USING ERRCODE = 'duplicate_schema',
+				  DETAIL = pg_catalog.format('It is owned by role "%s", not by extension "idempotency".', planted_by),
+				  HINT = 'Drop or rename it; the extension must create its own schema.';
+	END IF;
+END
+$$;
+
+CREATE SCHEMA idempotency;
+
+COMMENT ON SCHEMA idempotency IS
+'objects of extension idempotency; created and dropped with it';
+
+/*
  * Every reference below is schema-qualified (pg_catalog or idempotency), so
  * that objects planted in other schemas before CREATE EXTENSION are never
  * picked up.  Nothing here uses CREATE OR REPLACE or IF NOT EXISTS
@@ -791,6 +824,11 @@ DECLARE
 	start_states text[] := initial;
 	s text;
 BEGIN
+	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
+					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
+					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
 	IF name IS NULL OR name = '' THEN
 		RAISE EXCEPTION 'state machine name must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
@@ -880,6 +918,11 @@ AS $$
 DECLARE
 	user_trigger record;
 BEGIN
+	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
+					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
+					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
 	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
 	  FROM pg_trigger AS t
 	 WHERE t.tgfoid = 'idempotency.check_transition()'::regprocedure
@@ -923,6 +966,11 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
+					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
+					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
+		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
 	IF NOT EXISTS (SELECT FROM idempotency.state_machines AS m WHERE m.name = machine) THEN
 		RAISE EXCEPTION 'state machine "%" does not exist', machine USING ERRCODE = 'undefined_object';
 	END IF;
@@ -1190,5 +1238,30 @@ COMMENT ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) IS
 'grant a role the application API and nothing else: EXECUTE on idempotent_begin, idempotent_finish, idempotent_abandon, lookup, inbox_receive, inbox_receive_batch, issue_token, consume_token, lock and try_lock, and SELECT on my_records and my_tokens';
 
 REVOKE ALL ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) FROM PUBLIC;
+
+--
+-- Records belong to a role name: what an administrator does after DROP ROLE
+-- and ALTER ROLE ... RENAME (README, "Security")
+--
+
+CREATE FUNCTION idempotency.forget_role(role_name pg_catalog.text)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'idempotency_forget_role'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.forget_role(pg_catalog.text) IS
+'delete every record, inbox entry and token stored under a role name in this database; returns how many';
+
+REVOKE ALL ON FUNCTION idempotency.forget_role(pg_catalog.text) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.rename_owner(old_name pg_catalog.text, new_name pg_catalog.text)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'idempotency_rename_owner'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) IS
+'move every record, inbox entry and token from one role name to another in this database; returns how many';
+
+REVOKE ALL ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;

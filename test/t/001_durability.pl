@@ -110,6 +110,16 @@ is( $node->safe_psql('restored',
 	't', 'state machine definitions are restored');
 is( $node->safe_psql('restored', q{SELECT count(*) FROM idempotency.state_history}),
 	'2', 'and so is the state history');
+# the extension's schema: a member of the extension in the copy too (it is
+# created by the install script that pg_restore runs, not dumped on its own),
+# with its grant to PUBLIC
+my $schema_check = q{
+	SELECT count(*) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+	 WHERE e.extname = 'idempotency' AND d.classid = 'pg_namespace'::regclass
+	   AND d.objid = 'idempotency'::regnamespace AND d.deptype = 'e'
+	   AND has_schema_privilege('public', 'idempotency', 'USAGE')};
+is($node->safe_psql('restored', $schema_check), '1',
+	'the restored schema belongs to the extension and keeps its USAGE for PUBLIC');
 my ($rc, $o, $e) = $node->psql('restored', q{UPDATE orders SET status = 'created'});
 like($e, qr/transition from "paid" to "created" is not allowed/,
 	'the restored trigger enforces the restored definition');

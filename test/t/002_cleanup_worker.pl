@@ -144,29 +144,51 @@ ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idempotency.registry WHERE key::text LIKE 'kept-%'}),
 	'and the records expired meanwhile are cleaned');
 
-# A failing pass is recorded and retried with backoff: the cleanup role may
-# connect but not run cleanup().  Granting it EXECUTE mends the next try, and
-# shows that the workers need no more than that.
+# The cleanup role needs LOGIN and CONNECT on the database and nothing in
+# it: the worker runs the cleanup's C code, whose deletes run as the
+# registry's owner, so no grant per database.  A role that lacks either gets
+# a failed pass, recorded with the role and the missing grant and retried
+# with backoff; the grant mends the next try.
 $node->safe_psql('postgres', q{
-	CREATE ROLE regress_cleaner LOGIN;
+	CREATE ROLE regress_cleaner NOLOGIN;
 	ALTER SYSTEM SET idempotency.cleanup_role = 'regress_cleaner';
 	SELECT pg_reload_conf();
 });
 make_records('postgres', 'denied', 10, 1);
 ok($node->poll_query_until('postgres',
-		q{SELECT failures >= 1 AND last_error LIKE 'permission denied for function cleanup%'
-		    AND next_run > last_end
+		q{SELECT failures >= 1 AND next_run > last_end
+		     AND last_error = 'role "regress_cleaner" named by "idempotency.cleanup_role" is not permitted to log in: it needs ALTER ROLE regress_cleaner LOGIN'
 		    FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
-	'a failed pass shows in cleanup_status, with its error and a later next run');
+	'a role without LOGIN: the failed pass shows in cleanup_status with the missing ALTER ROLE and a later next run');
 is(count_records('postgres', 'denied'), '10', 'nothing was deleted by the failed pass');
-$node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION idempotency.cleanup(integer) TO regress_cleaner');
+$node->safe_psql('postgres', q{
+	ALTER ROLE regress_cleaner LOGIN;
+	REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;
+});
+ok($node->poll_query_until('postgres',
+		q{SELECT last_error = 'role "regress_cleaner" named by "idempotency.cleanup_role" has no CONNECT privilege on database "postgres": it needs GRANT CONNECT ON DATABASE postgres TO regress_cleaner'
+		    FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
+	'a role without CONNECT: cleanup_status names the missing GRANT CONNECT');
+is(count_records('postgres', 'denied'), '10', 'still nothing deleted');
+$node->safe_psql('postgres', 'GRANT CONNECT ON DATABASE postgres TO regress_cleaner');
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idempotency.registry WHERE key::text LIKE 'denied-%'}),
-	'after the grant, the cleanup role cleans');
+	'with LOGIN and CONNECT, the cleanup role cleans');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM pg_proc p
+	 WHERE p.pronamespace = 'idempotency'::regnamespace
+	   AND has_function_privilege('regress_cleaner', p.oid, 'EXECUTE')
+	   AND NOT has_function_privilege('public', p.oid, 'EXECUTE')}),
+	'0', 'and it holds no privilege in the database beyond what PUBLIC has');
 ok($node->poll_query_until('postgres',
 		q{SELECT failures = 0 AND last_error IS NULL FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
 	'and the failure count is back to zero');
-$node->safe_psql('postgres', q{ALTER SYSTEM RESET idempotency.cleanup_role; SELECT pg_reload_conf()});
+$node->safe_psql('postgres', q{
+	GRANT CONNECT ON DATABASE postgres TO PUBLIC;
+	REVOKE CONNECT ON DATABASE postgres FROM regress_cleaner;
+	ALTER SYSTEM RESET idempotency.cleanup_role;
+	SELECT pg_reload_conf();
+});
 
 # Dropping the extension: the workers find nothing to do there, and say nothing.
 $node->safe_psql('postgres', 'CREATE DATABASE dropper');

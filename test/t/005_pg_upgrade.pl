@@ -56,6 +56,12 @@ is( $new->safe_psql('postgres',
 	'replay {"charged": 10}', 'a record replays after pg_upgrade');
 is( $new->safe_psql('postgres', q{SELECT idempotency.transition_allowed('order_status', 'created', 'paid')}),
 	't', 'state machines survive pg_upgrade');
+is( $new->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+		 WHERE e.extname = 'idempotency' AND d.classid = 'pg_namespace'::regclass
+		   AND d.objid = 'idempotency'::regnamespace AND d.deptype = 'e'
+		   AND has_schema_privilege('public', 'idempotency', 'USAGE')}),
+	'1', 'the schema is still a member of the extension, with USAGE for PUBLIC');
 ok($new->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idempotency launcher'}),
 	'the launcher runs on the upgraded cluster');

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(20);
+SELECT plan(27);
 
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_app;
@@ -59,6 +59,26 @@ SELECT is((SELECT outcome FROM idempotency.idempotent_begin('pgtap-key')), 'exec
 SELECT is((SELECT count(*)::int FROM idempotency.my_records), 1, 'and sees its record');
 RESET ROLE;
 SELECT is((SELECT owner FROM idempotency.registry WHERE key = 'pgtap-key'), 'regress_app', 'owned by the role''s name');
+
+-- records of a role name: forget_role and rename_owner are for administrators
+SELECT function_privs_are('idempotency', 'forget_role', ARRAY['text'],
+	'regress_nobody', ARRAY[]::text[], 'forget_role is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'forget_role', ARRAY['text'],
+	'regress_app', ARRAY[]::text[], 'grant_usage does not give forget_role');
+SELECT function_privs_are('idempotency', 'rename_owner', ARRAY['text', 'text'],
+	'regress_nobody', ARRAY[]::text[], 'rename_owner is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'rename_owner', ARRAY['text', 'text'],
+	'regress_app', ARRAY[]::text[], 'grant_usage does not give rename_owner');
+
+-- the extension owns its schema: a member of the extension, owned by the
+-- superuser who installed it, and nobody else may create in it
+SELECT is((SELECT count(*)::int FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+	WHERE e.extname = 'idempotency' AND d.classid = 'pg_namespace'::regclass
+	  AND d.objid = 'idempotency'::regnamespace AND d.deptype = 'e'),
+	1, 'schema idempotency is a member of the extension');
+SELECT ok((SELECT r.rolsuper FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
+	WHERE n.nspname = 'idempotency'), 'and is owned by a superuser');
+SELECT schema_privs_are('idempotency', 'regress_app', ARRAY['USAGE'], 'a granted role may use it but not create in it');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,234 @@
+/*-------------------------------------------------------------------------
+ *
+ * roles.c
+ *	  Records belong to a role name: forget_role() and rename_owner(), the
+ *	  administrator's tools for DROP ROLE and ALTER ROLE ... RENAME.
+ *
+ * Every registry record, inbox entry and token is stored under the name of
+ * the role that wrote it (SCALE_OUT.md rule 6: a name survives dump and
+ * restore, pg_upgrade and Citus; an OID does not).  PostgreSQL tells no
+ * extension about DROP ROLE or ALTER ROLE ... RENAME (roles belong to the
+ * cluster, records to each database, and event triggers do not fire for
+ * roles), so the rows stay under the name they were written with: a role
+ * created later under that name inherits them, and a renamed role no longer
+ * sees them.  The administrator decides, in each database:
+ * forget_role(name) deletes them, rename_owner(old, new) moves them.  Both
+ * run their SQL as the tables' owner (RegistryCallBegin) and are revoked
+ * from PUBLIC.
+ *
+ * rename_owner moves rows with a DELETE ... RETURNING that feeds an INSERT,
+ * in one statement, rather than an UPDATE of owner: one snapshot, so a row
+ * written meanwhile is either moved whole or left alone; and Citus refuses
+ * an UPDATE of the distribution column, which owner may be (SCALE_OUT.md
+ * rule 1).  jsonb_populate_record copies each row whole but for its owner,
+ * so a column added to a table later moves with the row.
+ *
+ * These are rare administrative calls: their statements are planned each
+ * time and go by sequential scan (owner is the last column of every
+ * primary key).
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/roles.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+
+#include "idempotency.h"
+
+/*
+ * A table whose rows belong to a role, and how to find a row of the old
+ * name whose natural key the new name already holds ($1 old, $2 new; the
+ * two key columns come back as text).
+ */
+typedef enum RoleTableKind
+{
+	ROLE_TABLE_REGISTRY,
+	ROLE_TABLE_INBOX,
+	ROLE_TABLE_TOKENS
+} RoleTableKind;
+
+typedef struct RoleTable
+{
+	RoleTableKind kind;
+	const char *name;			/* in schema idempotency */
+	const char *collision_sql;
+} RoleTable;
+
+static const RoleTable role_tables[] = {
+	{
+		ROLE_TABLE_REGISTRY, "registry",
+		"SELECT o.scope, o.key FROM idempotency.registry AS o"
+		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.registry AS n"
+		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.scope OPERATOR(pg_catalog.=) o.scope"
+		"  AND n.key OPERATOR(idempotency.=) o.key) LIMIT 1"
+	},
+	{
+		ROLE_TABLE_INBOX, "inbox",
+		"SELECT o.consumer, o.message_id FROM idempotency.inbox AS o"
+		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.inbox AS n"
+		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.consumer OPERATOR(pg_catalog.=) o.consumer"
+		"  AND n.message_id OPERATOR(pg_catalog.=) o.message_id) LIMIT 1"
+	},
+	{
+		ROLE_TABLE_TOKENS, "tokens",
+		"SELECT o.scope, o.token FROM idempotency.tokens AS o"
+		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.tokens AS n"
+		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.scope OPERATOR(pg_catalog.=) o.scope"
+		"  AND n.token OPERATOR(idempotency.=) o.token) LIMIT 1"
+	},
+};
+
+#define NUM_ROLE_TABLES ((int) lengthof(role_tables))
+
+/*
+ * roles_name_arg
+ *		A role name argument: not null, not empty, no longer than a role name
+ *		can be.
+ */
+static Datum
+roles_name_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	text	   *name;
+	int			len;
+
+	IdempotencyRequireArg(fcinfo, argno, argname);
+	name = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(name);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (len >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("%s \"%s\" is too long", argname, text_to_cstring(name)),
+				 errdetail("Role names are at most %d bytes long.", NAMEDATALEN - 1)));
+	return PointerGetDatum(name);
+}
+
+/*
+ * roles_execute
+ *		Run one statement with the role name(s) as $1 (and $2).
+ */
+static uint64
+roles_execute(const char *sql, int nargs, Datum *values, int expected_rc)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	int			rc;
+
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
+	if (rc != expected_rc)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
+ * roles_report_collision
+ *		The error for a row of the old name whose natural key the new name
+ *		already holds (the row is in SPI_tuptable).
+ */
+static void
+roles_report_collision(const RoleTable *table, Datum old_name, Datum new_name)
+{
+	char	   *first = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	char	   *second = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	char	   *to = TextDatumGetCString(new_name);
+
+	first = IdempotencyDisplayValue(first, strlen(first));
+	second = IdempotencyDisplayValue(second, strlen(second));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("cannot move the records of role \"%s\" to role \"%s\"",
+					TextDatumGetCString(old_name), to),
+			 table->kind == ROLE_TABLE_REGISTRY ?
+			 errdetail("Role \"%s\" already has a record with key \"%s\" in scope \"%s\".",
+					   to, second, first) :
+			 table->kind == ROLE_TABLE_INBOX ?
+			 errdetail("Role \"%s\" already has message \"%s\" in the inbox of consumer \"%s\".",
+					   to, second, first) :
+			 errdetail("Role \"%s\" already has token \"%s\" in scope \"%s\".",
+					   to, second, first),
+			 errhint("Forget the records of one of the two names with idempotency.forget_role(), or keep both names.")));
+}
+
+PG_FUNCTION_INFO_V1(idempotency_forget_role);
+
+/*
+ * idempotency_forget_role
+ *		forget_role(role_name): delete every registry record, inbox entry
+ *		and token stored under that name in this database; return how many.
+ */
+Datum
+idempotency_forget_role(PG_FUNCTION_ARGS)
+{
+	Datum		values[1];
+	RegistryCall call;
+	uint64		deleted = 0;
+
+	values[0] = roles_name_arg(fcinfo, 0, "role_name");
+
+	RegistryCallBegin(&call);
+	for (int i = 0; i < NUM_ROLE_TABLES; i++)
+		deleted += roles_execute(psprintf("DELETE FROM idempotency.%s AS t"
+										  " WHERE t.owner OPERATOR(pg_catalog.=) $1",
+										  role_tables[i].name),
+								 1, values, SPI_OK_DELETE);
+	RegistryCallEnd(&call);
+
+	PG_RETURN_INT64((int64) deleted);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_rename_owner);
+
+/*
+ * idempotency_rename_owner
+ *		rename_owner(old_name, new_name): move everything stored under
+ *		old_name to new_name; return how many rows moved.  Refused, moving
+ *		nothing, if new_name already holds a row with the same natural key
+ *		as one of old_name's.
+ */
+Datum
+idempotency_rename_owner(PG_FUNCTION_ARGS)
+{
+	Datum		values[2];
+	RegistryCall call;
+	uint64		moved = 0;
+
+	values[0] = roles_name_arg(fcinfo, 0, "old_name");
+	values[1] = roles_name_arg(fcinfo, 1, "new_name");
+	if (strcmp(TextDatumGetCString(values[0]), TextDatumGetCString(values[1])) == 0)
+		PG_RETURN_INT64(0);		/* nothing to move */
+
+	RegistryCallBegin(&call);
+
+	/* check everything first, so that a refusal moves nothing */
+	for (int i = 0; i < NUM_ROLE_TABLES; i++)
+		if (roles_execute(role_tables[i].collision_sql, 2, values, SPI_OK_SELECT) > 0)
+			roles_report_collision(&role_tables[i], values[0], values[1]);
+
+	/*
+	 * A row written under the new name after the check makes the INSERT
+	 * fail on the primary key, with the same SQLSTATE.
+	 */
+	for (int i = 0; i < NUM_ROLE_TABLES; i++)
+		moved += roles_execute(psprintf("WITH moved AS ("
+										"DELETE FROM idempotency.%s AS t"
+										" WHERE t.owner OPERATOR(pg_catalog.=) $1 RETURNING t)"
+										" INSERT INTO idempotency.%s"
+										" SELECT n.* FROM moved AS m, LATERAL pg_catalog.jsonb_populate_record(m.t,"
+										" pg_catalog.jsonb_build_object('owner'::pg_catalog.text, $2)) AS n",
+										role_tables[i].name, role_tables[i].name),
+							   2, values, SPI_OK_INSERT);
+
+	RegistryCallEnd(&call);
+
+	PG_RETURN_INT64((int64) moved);
+}
