@@ -4,7 +4,7 @@
  *	  Finding the extension's own objects through its catalog entries.
  *
  * The SQL that the C functions run names our objects by schema
- * (idempotency.registry, OPERATOR(idempotency.=), ...), and that text is
+ * (idempotency.registry, OPERATOR(pg_catalog.=), ...), and that text is
  * only as trustworthy as the schema it names.  The install script creates
  * the schema, so it is a member of the extension and belongs to the
  * superuser who installed it; a role that is not superuser can neither plant

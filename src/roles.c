@@ -68,7 +68,7 @@ static const RoleTable role_tables[] = {
 		"SELECT o.scope, o.key FROM idempotency.registry AS o"
 		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.registry AS n"
 		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.scope OPERATOR(pg_catalog.=) o.scope"
-		"  AND n.key OPERATOR(idempotency.=) o.key) LIMIT 1"
+		"  AND n.key OPERATOR(pg_catalog.=) o.key) LIMIT 1"
 	},
 	{
 		ROLE_TABLE_INBOX, "inbox",
@@ -82,7 +82,7 @@ static const RoleTable role_tables[] = {
 		"SELECT o.scope, o.token FROM idempotency.tokens AS o"
 		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.tokens AS n"
 		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.scope OPERATOR(pg_catalog.=) o.scope"
-		"  AND n.token OPERATOR(idempotency.=) o.token) LIMIT 1"
+		"  AND n.token OPERATOR(pg_catalog.=) o.token) LIMIT 1"
 	},
 };
 

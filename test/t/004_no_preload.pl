@@ -50,13 +50,13 @@ is($node->safe_psql('postgres', 'SELECT idempotency.cleanup()'), '1',
 
 # the hint at grant_usage() comes from the library: not preloaded, it is
 # there only if something loaded the library before core's permission check
-# (here the key's input function, for the argument of idempotent_begin)
+# (here the key's input function, for a key passed to idempotent_begin)
 $node->safe_psql('postgres', 'CREATE ROLE regress_stranger LOGIN');
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.issue_token()},
 	extra_params => ['-U', 'regress_stranger']);
 like($err, qr/permission denied for function issue_token/, 'an ungranted role is refused');
 unlike($err, qr/HINT/, 'with no hint when nothing loaded the library');
-($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.idempotent_begin('k')},
+($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.idempotent_begin('k'::idempotency.key)},
 	extra_params => ['-U', 'regress_stranger']);
 like($err, qr/HINT:  If it belongs to extension "idempotency", an administrator grants it with SELECT idempotency.grant_usage\('role_name'\)\./,
 	'with the hint once the key type loaded it');
