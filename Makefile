@@ -20,7 +20,8 @@ OBJS = \
 	src/locks.o \
 	src/version_guard.o \
 	src/tokens.o \
-	src/stats.o
+	src/stats.o \
+	src/citus.o
 
 DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 

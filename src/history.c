@@ -182,8 +182,8 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	memset(nulls, ' ', sizeof(nulls));
 	ttl.time = (int64) idempotency_history_ttl * USECS_PER_SEC;
 
-	values[0] = CStringGetTextDatum(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-															   RelationGetRelationName(rel)));
+	/* on a Citus shard, the distributed table's name */
+	values[0] = CStringGetTextDatum(IdempotencyCitusTableName(rel));
 	values[1] = JsonbPGetDatum(history_row_key(rel, newtuple));
 	values[2] = from_state ? CStringGetTextDatum(from_state) : (Datum) 0;
 	nulls[2] = from_state ? ' ' : 'n';
