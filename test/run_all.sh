@@ -21,6 +21,7 @@ echo "==> running the suites in $work"
 passed=0
 failed=0
 failures=()
+skipped=()
 tests_ok=0
 tests_failed=0
 
@@ -33,9 +34,12 @@ suite() {
 	local log="$work/suite-${name// /_}.log"
 	local stamp="$work/.suite-start"
 	touch "$stamp"
+	local start=$SECONDS
 	if as_postgres make -C "$work" -s "$@" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+		echo "==> suite: $name passed in $((SECONDS - start)) s"
 		passed=$((passed + 1))
 	else
+		echo "==> suite: $name failed after $((SECONDS - start)) s"
 		failed=$((failed + 1))
 		failures+=("$name")
 		# what failed: pg_regress's diffs, and the TAP tests' server logs
@@ -54,10 +58,24 @@ suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
 
+# Citus (test/t/citus): a coordinator and two workers, only where Citus is
+# installed in the PostgreSQL under test; otherwise said so, not hidden
+citus_so="$(pg_config --pkglibdir)/citus.so"
+if [ -f "$citus_so" ]; then
+	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/t/citus/*.pl' PROVE_FLAGS=--verbose
+else
+	echo
+	echo "==> suite: Citus: SKIPPED, Citus is not installed ($citus_so is missing; see README, \"Scaling out\")"
+	skipped+=("Citus")
+fi
+
 echo
 if [ "$failed" -ne 0 ]; then
 	echo "failed suites: ${failures[*]}"
 fi
-echo "suites: $passed passed, $failed failed"
+if [ ${#skipped[@]} -ne 0 ]; then
+	echo "skipped suites: ${skipped[*]}"
+fi
+echo "suites: $passed passed, $failed failed, ${#skipped[@]} skipped"
 echo "tests: $tests_ok passed, $tests_failed failed"
 [ "$failed" -eq 0 ]

@@ -547,7 +547,8 @@ $coord->safe_psql('postgres', q{
 });
 ($res, $failed) = $session->query('SELECT 1');
 is($res, '1', 'the commit is acknowledged');
-like($session->{stderr}, qr/WARNING/, 'with a warning about the worker it could not reach');
+like($session->{stderr}, qr/WARNING:  failed to commit transaction on 127\.0\.0\.1:$a_port/,
+	'with a warning about the worker it could not reach');
 $session->quit;
 
 $victim->start;
