@@ -567,6 +567,32 @@ is( $coord->safe_psql('postgres', q{
 	SELECT count(*) FROM public.ledger;
 }), "0\n3", 'no key has two effects');
 
+# --- a coordinator without nodes ------------------------------------------------
+
+# Citus created, no node registered: citus_is_coordinator() is false, but
+# this is group 0, the coordinator, and the shards are all local
+$coord->safe_psql('postgres', 'CREATE DATABASE lonely');
+is( $coord->safe_psql('lonely', q{
+	CREATE EXTENSION citus;
+	CREATE EXTENSION idempotency;
+	SELECT citus_is_coordinator(), (SELECT groupid FROM pg_dist_local_group), (SELECT count(*) FROM pg_dist_node);
+}), 'f|0|0', 'a database whose Citus has no node: not citus_is_coordinator(), but group 0');
+$coord->safe_psql('lonely', q{
+	SELECT idempotency.citus_setup();
+	SELECT count(idempotency.idempotent_begin(('lonely-' || i)::idempotency.key, ttl => '1 hour'))
+	  FROM generate_series(1, 120) AS i;
+	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute';
+});
+is($coord->safe_psql('lonely', q{SELECT distribution FROM idempotency.citus_status() WHERE object = 'idempotency.registry'}),
+	'distributed', 'citus_setup() distributes there');
+is($coord->safe_psql('lonely', 'SELECT idempotency.cleanup(50), idempotency.cleanup(50), idempotency.cleanup(50)'),
+	'50|50|20', 'cleanup() deletes from the local shards, one bounded batch at a time');
+$coord->safe_psql('lonely', q{
+	SELECT count(idempotency.idempotent_begin(('lonely-bg-' || i)::idempotency.key, ttl => '1 hour'))
+	  FROM generate_series(1, 30) AS i;
+	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute';
+});
+
 # --- the background cleanup: every node, once per cluster ---------------------
 
 $coord->safe_psql('postgres', q{
@@ -590,6 +616,8 @@ ok( $coord->poll_query_until('postgres', q{
 	SELECT failures = 0 AND total_deleted >= 200 AND last_end > last_start
 	  FROM idempotency.cleanup_status WHERE datname = 'postgres'}),
 	'the coordinator\'s passes succeed');
+ok($coord->poll_query_until('lonely', 'SELECT count(*) = 0 FROM idempotency.registry'),
+	'and clean the coordinator without nodes too');
 for my $i (0, 1)
 {
 	ok( $workers[$i]->poll_query_until('postgres', q{SELECT count(*) = 0 FROM idempotency.state_history}),
