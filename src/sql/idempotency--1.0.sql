@@ -839,6 +839,39 @@ COMMENT ON FUNCTION idempotency.citus_my_tokens() IS
 'the calling role''s tokens, read as the tokens table''s owner (my_tokens under Citus)';
 
 /*
+ * citus_require_coordinator(): refuse where Citus is not installed in this
+ * database, or on a node that is not the coordinator (Citus group 0, which
+ * holds even before any node is registered, unlike citus_is_coordinator()).
+ */
+CREATE FUNCTION idempotency.citus_require_coordinator()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	group_id int4;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
+		RAISE EXCEPTION 'extension "citus" is not installed in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Put citus first in shared_preload_libraries, restart, and run CREATE EXTENSION citus.';
+	END IF;
+	SELECT g.groupid INTO group_id FROM pg_dist_local_group AS g;
+	IF group_id IS DISTINCT FROM 0 THEN
+		RAISE EXCEPTION 'this node is not the Citus coordinator'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = format('This node is in Citus group %s; the coordinator is group 0.', group_id),
+				  HINT = 'Run it on the coordinator.';
+	END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_require_coordinator() IS
+'raise an error unless this is the Citus coordinator (citus_setup and citus_drop_tables)';
+
+REVOKE ALL ON FUNCTION idempotency.citus_require_coordinator() FROM PUBLIC;
+
+/*
  * citus_setup(): distribute the tables and the functions, once, on the
  * coordinator; running it again changes nothing but what was granted since.
  *
@@ -867,7 +900,6 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	group_id int4;
 	saved_triggers text;
 	saved_factor text;
 	saved_ddl text;
@@ -877,18 +909,7 @@ DECLARE
 	views text;
 	grants text;
 BEGIN
-	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
-		RAISE EXCEPTION 'extension "citus" is not installed in this database'
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-				  HINT = 'Put citus first in shared_preload_libraries, restart, and run CREATE EXTENSION citus.';
-	END IF;
-	SELECT g.groupid INTO group_id FROM pg_dist_local_group AS g;
-	IF group_id IS DISTINCT FROM 0 THEN
-		RAISE EXCEPTION 'this node is not the Citus coordinator'
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-				  DETAIL = format('This node is in Citus group %s; the coordinator is group 0.', group_id),
-				  HINT = 'Run idempotency.citus_setup() on the coordinator.';
-	END IF;
+	PERFORM idempotency.citus_require_coordinator();
 
 	saved_triggers := current_setting('citus.enable_unsafe_triggers');
 	saved_factor := current_setting('citus.shard_replication_factor');
@@ -996,6 +1017,41 @@ COMMENT ON FUNCTION idempotency.citus_setup() IS
 'distribute the extension''s tables and functions with Citus; run on the coordinator, again after granting by hand';
 
 REVOKE ALL ON FUNCTION idempotency.citus_setup() FROM PUBLIC;
+
+/*
+ * citus_drop_tables(): drop the extension's distributed tables, with their
+ * rows, so that DROP EXTENSION can follow.  Citus cannot drop, in the same
+ * DROP EXTENSION, a distributed table and the type it is distributed by
+ * (idempotency.key): its shards would stay behind.  Each table leaves the
+ * extension first, then goes with DROP TABLE, which Citus takes to every
+ * shard.
+ */
+CREATE FUNCTION idempotency.citus_drop_tables()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	t regclass;
+BEGIN
+	PERFORM idempotency.citus_require_coordinator();
+	FOR t IN
+		SELECT p.logicalrelid
+		  FROM pg_dist_partition AS p
+		  JOIN pg_class AS c ON c.oid = p.logicalrelid
+		 WHERE c.relnamespace = 'idempotency'::regnamespace
+		 ORDER BY c.relname
+	LOOP
+		EXECUTE format('ALTER EXTENSION idempotency DROP TABLE %s', t);
+		EXECUTE format('DROP TABLE %s', t);
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_drop_tables() IS
+'drop the extension''s distributed tables and their rows, before DROP EXTENSION on a Citus cluster';
+
+REVOKE ALL ON FUNCTION idempotency.citus_drop_tables() FROM PUBLIC;
 
 /*
  * citus_status(): how each table, API function and view of the extension is

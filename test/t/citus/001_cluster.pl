@@ -627,4 +627,25 @@ for my $i (0, 1)
 		'0|t', 'worker' . ($i + 1) . '\'s passes succeed too');
 }
 
+# --- DROP EXTENSION ----------------------------------------------------------------
+
+($ret, $out, $err) = $workers[0]->psql('postgres', 'SELECT idempotency.citus_drop_tables()');
+like($err, qr/this node is not the Citus coordinator/, 'citus_drop_tables() only on the coordinator');
+$coord->safe_psql('postgres', q{
+	DROP TABLE public.charges, public.ledger, public.orders;
+	DROP FUNCTION public.pay(text, int);
+	SELECT idempotency.citus_drop_tables();
+	DROP EXTENSION idempotency;
+});
+for my $node ($coord, @workers)
+{
+	is( $node->safe_psql('postgres', q{
+		SET citus.override_table_visibility = off;
+		SELECT (SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'),
+			   (SELECT count(*) FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+				 WHERE n.nspname = 'idempotency'),
+			   (SELECT count(*) FROM pg_dist_partition);
+	}), '0|0|0', $node->name . ': after citus_drop_tables(), DROP EXTENSION leaves no table or shard behind');
+}
+
 done_testing();
