@@ -8,7 +8,8 @@
  * Kept apart from the checker so that the checker stays pure (it writes
  * nowhere) and the history is a choice per table.  A row is identified by
  * its primary key, as a jsonb object; the table by its schema-qualified name,
- * which survives pg_dump and restore.  The insert runs as the history
+ * which survives pg_dump and restore (on a Citus shard, the distributed
+ * table's name; the history itself stays on the shard's node).  The insert runs as the history
  * table's owner (through the registry's frame), so the application needs no
  * privilege on it; who may read a history row is decided by row-level
  * security: whoever may read the table it describes.

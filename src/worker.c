@@ -10,9 +10,9 @@
  * that accept connections and are not templates and, one at a time, starts a
  * dynamic worker for each.  The worker connects to its database, returns at
  * once if the extension is not installed there, and otherwise calls
- * idempotency.cleanup() batch after batch,
- * each batch its own short transaction, until a batch comes back short.  Then
- * it exits.
+ * idempotency.cleanup() batch after batch, each batch its own short
+ * transaction, until a batch comes back short.  Then it exits.  On a Citus
+ * cluster every node runs it: cleanup() itself knows what each node deletes.
  *
  * Why short-lived workers: a process that stays connected to a database makes
  * DROP DATABASE, ALTER DATABASE RENAME and CREATE DATABASE ... TEMPLATE of it
