@@ -25,7 +25,8 @@ OBJS = \
 	src/stats.o \
 	src/extension.o \
 	src/roles.o \
-	src/hints.o
+	src/hints.o \
+	src/citus.o
 
 DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 

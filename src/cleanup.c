@@ -28,6 +28,21 @@
 #include "idempotency.h"
 
 /*
+ * cleanup_table
+ *		One table's part of a batch: its statement, or, when Citus
+ *		distributes the table, a delete shard by shard (citus.c).
+ */
+static uint64
+cleanup_table(RegistryStmt stmt, CitusTable table, RegistryCall *call, Datum *values)
+{
+	uint64		deleted;
+
+	if (IdempotencyCitusCleanup(table, call->now, DatumGetInt32(values[1]), &deleted))
+		return deleted;
+	return RegistryExecute(stmt, values, NULL);
+}
+
+/*
  * IdempotencyCleanup
  *		Delete up to batch_size expired records (the oldest first), then,
  *		with what is left of the batch, expired inbox entries, tokens and
@@ -48,21 +63,21 @@ IdempotencyCleanup(int32 batch_size)
 	values[0] = TimestampTzGetDatum(call.now);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = Int32GetDatum(RegistryFence() - 1);
-	deleted = RegistryExecute(RS_CLEANUP, values, NULL);
+	deleted = cleanup_table(RS_CLEANUP, CITUS_REGISTRY, &call, values);
 	if (deleted < (uint64) batch_size)
 	{
 		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += RegistryExecute(RS_INBOX_CLEANUP, values, NULL);
+		deleted += cleanup_table(RS_INBOX_CLEANUP, CITUS_INBOX, &call, values);
 	}
 	if (deleted < (uint64) batch_size)
 	{
 		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += RegistryExecute(RS_TOKEN_CLEANUP, values, NULL);
+		deleted += cleanup_table(RS_TOKEN_CLEANUP, CITUS_TOKENS, &call, values);
 	}
 	if (deleted < (uint64) batch_size)
 	{
 		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += RegistryExecute(RS_HISTORY_CLEANUP, values, NULL);
+		deleted += cleanup_table(RS_HISTORY_CLEANUP, CITUS_HISTORY, &call, values);
 	}
 	RegistryCallEnd(&call);
 	IdempotencyCount(STAT_ROWS_CLEANED, deleted);

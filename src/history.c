@@ -8,7 +8,8 @@
  * Kept apart from the checker so that the checker stays pure (it writes
  * nowhere) and the history is a choice per table.  A row is identified by
  * its primary key, as a jsonb object; the table by its schema-qualified name,
- * which survives pg_dump and restore.  The insert runs as the history
+ * which survives pg_dump and restore (on a Citus shard, the distributed
+ * table's name; the history itself stays on the shard's node).  The insert runs as the history
  * table's owner (through the registry's frame), so the application needs no
  * privilege on it; who may read a history row is decided by row-level
  * security: whoever may read the table it describes.
@@ -182,8 +183,8 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	memset(nulls, ' ', sizeof(nulls));
 	ttl.time = (int64) idempotency_history_ttl * USECS_PER_SEC;
 
-	values[0] = CStringGetTextDatum(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-															   RelationGetRelationName(rel)));
+	/* on a Citus shard, the distributed table's name */
+	values[0] = CStringGetTextDatum(IdempotencyCitusTableName(rel));
 	values[1] = JsonbPGetDatum(history_row_key(rel, newtuple));
 	values[2] = from_state ? CStringGetTextDatum(from_state) : (Datum) 0;
 	nulls[2] = from_state ? ' ' : 'n';

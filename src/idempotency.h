@@ -18,6 +18,7 @@
 #include "fmgr.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 /* The longest key, in bytes, that idempotency.key accepts. */
@@ -264,5 +265,25 @@ extern void IdempotencyHintsInit(void);
 
 /* tokens.c */
 extern void TokenRequire(RegistryCall *call, Datum scope, Datum key);
+
+/*
+ * citus.c: what changes once idempotency.citus_setup() has distributed the
+ * tables with Citus.  Without Citus, or before the setup, nothing does.
+ */
+typedef enum CitusTable
+{
+	CITUS_REGISTRY,
+	CITUS_INBOX,
+	CITUS_TOKENS,
+	CITUS_HISTORY,
+	CITUS_NUM_TABLES
+} CitusTable;
+
+extern char IdempotencyCitusPartMethod(CitusTable table);
+extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
+									uint64 *deleted);
+extern uint64 IdempotencyCitusInboxExecute(RegistryStmt stmt, Datum *values);
+extern Oid	IdempotencyCitusShardOf(Relation rel);
+extern char *IdempotencyCitusTableName(Relation rel);
 
 #endif							/* IDEMPOTENCY_H */

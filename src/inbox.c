@@ -260,7 +260,15 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	 * some ids were seen before: record the batch skipping those, and among
 	 * those renew the expired entries, which count as unseen.
 	 */
-	if (inbox_try_all_new(values, m))
+	if (IdempotencyCitusPartMethod(CITUS_INBOX) != '\0')
+	{
+		/* distributed by Citus: no statement that needs an error caught */
+		if (inbox_mark(sorted, m, is_new,
+					   IdempotencyCitusInboxExecute(RS_INBOX_RECEIVE_BATCH, values)) < m)
+			inbox_mark(sorted, m, is_new,
+					   IdempotencyCitusInboxExecute(RS_INBOX_RENEW_EXPIRED, values));
+	}
+	else if (inbox_try_all_new(values, m))
 		memset(is_new, true, sizeof(bool) * m);
 	else if (inbox_mark(sorted, m, is_new,
 						RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL)) < m)

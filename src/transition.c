@@ -353,11 +353,17 @@ Datum
 idempotency_state_machines_changed(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Oid			table;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("state_machines_changed: must be called as trigger")));
 	CacheInvalidateRelcache(trigdata->tg_relation);
+
+	/* on a shard of the Citus reference table: the caches watch the table */
+	table = IdempotencyCitusShardOf(trigdata->tg_relation);
+	if (OidIsValid(table))
+		CacheInvalidateRelcacheByRelid(table);
 	return PointerGetDatum(NULL);
 }

@@ -9,10 +9,11 @@
  * pg_database).  Every idempotency.cleanup_interval it lists the databases
  * that accept connections and are not templates and, one at a time, starts a
  * dynamic worker for each.  The worker connects to its database, returns at
- * once if the extension is not installed there (or the server is a Citus
- * worker node), and otherwise runs the C code of idempotency.cleanup() batch
+ * once if the extension is not installed there, and otherwise runs the C code of idempotency.cleanup() batch
  * after batch (directly, never a function looked up by name), each batch its
- * own short transaction, until a batch comes back short.  Then it exits.
+ * own short transaction, until a batch comes back short.  Then it exits.  On
+ * a Citus cluster every node runs it: the cleanup itself knows what each
+ * node deletes.
  *
  * The role the workers connect as (idempotency.cleanup_role, or the
  * bootstrap superuser) needs LOGIN and CONNECT on the database and nothing
@@ -579,29 +580,18 @@ idempotency_launcher_main(Datum main_arg)
 
 /*
  * cleanup_should_run
- *		Whether this database has the extension and this node deletes (a
- *		plain server, or a Citus coordinator; never a Citus worker node).
+ *		Whether this database has the extension.  Every node of a Citus
+ *		cluster runs the cleanup: cleanup() itself leaves distributed tables
+ *		to the coordinator (citus.c) and cleans what is node-local.
  */
 static bool
 cleanup_should_run(void)
 {
 	bool		run;
-	bool		isnull;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	run = OidIsValid(get_extension_oid("idempotency", true));
-	if (run && OidIsValid(get_extension_oid("citus", true)))
-	{
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (SPI_execute("SELECT pg_catalog.citus_is_coordinator()", true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "SPI_execute failed");
-		run = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
-			!isnull;
-		SPI_finish();
-		PopActiveSnapshot();
-	}
 	CommitTransactionCommand();
 	return run;
 }

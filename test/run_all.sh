@@ -149,6 +149,15 @@ suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
 
+# Citus (test/t/citus): a coordinator and two workers, only where Citus is
+# installed in the PostgreSQL under test; otherwise said so, not hidden
+citus_so="$(pg_config --pkglibdir)/citus.so"
+if [ -f "$citus_so" ]; then
+	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/t/citus/*.pl' PROVE_FLAGS=--verbose
+else
+	suite_skip "Citus" "Citus is not installed ($citus_so is missing; see README, \"Scaling out\")"
+fi
+
 echo
 if [ "$failed" -ne 0 ]; then
 	echo "failed suites: ${failures[*]}"

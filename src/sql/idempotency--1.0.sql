@@ -1265,3 +1265,335 @@ COMMENT ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) I
 REVOKE ALL ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
+
+--
+-- Citus
+--
+
+/*
+ * Scaling out with Citus (README, "Scaling out"; SCALE_OUT.md).  Nothing
+ * above calls Citus, whose hooks are off inside extension scripts: an
+ * administrator runs citus_setup() on the coordinator after CREATE
+ * EXTENSION, and the C code notices which tables Citus distributes
+ * (src/citus.c).
+ */
+
+/*
+ * The caller's records and tokens, read as the tables' owner, as every C
+ * function reads them.  citus_setup() points my_records and my_tokens at
+ * these: Citus checks shard privileges as the caller, who has none.  They
+ * return only the caller's own rows, so, like the pure functions, they are
+ * left to PUBLIC; reading the views still takes a grant.
+ */
+CREATE FUNCTION idempotency.citus_my_records(OUT key idempotency.key,
+											 OUT scope pg_catalog.text,
+											 OUT status pg_catalog.text,
+											 OUT attempt pg_catalog.int4,
+											 OUT created_at pg_catalog.timestamptz,
+											 OUT updated_at pg_catalog.timestamptz,
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT expires_at pg_catalog.timestamptz,
+											 OUT expired pg_catalog.bool,
+											 OUT response pg_catalog.jsonb,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea,
+											 OUT fingerprint pg_catalog.bytea)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_citus_my_records'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_my_records() IS
+'the calling role''s records, read as the registry''s owner (my_records under Citus)';
+
+CREATE FUNCTION idempotency.citus_my_tokens(OUT token idempotency.key,
+											OUT scope pg_catalog.text,
+											OUT issued_at pg_catalog.timestamptz,
+											OUT expires_at pg_catalog.timestamptz,
+											OUT consumed_at pg_catalog.timestamptz,
+											OUT state pg_catalog.text)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_citus_my_tokens'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_my_tokens() IS
+'the calling role''s tokens, read as the tokens table''s owner (my_tokens under Citus)';
+
+/*
+ * citus_require_coordinator(): refuse where Citus is not installed in this
+ * database, or on a node that is not the coordinator (Citus group 0, which
+ * holds even before any node is registered, unlike citus_is_coordinator()).
+ */
+CREATE FUNCTION idempotency.citus_require_coordinator()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	group_id int4;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
+		RAISE EXCEPTION 'extension "citus" is not installed in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Put citus first in shared_preload_libraries, restart, and run CREATE EXTENSION citus.';
+	END IF;
+	SELECT g.groupid INTO group_id FROM pg_dist_local_group AS g;
+	IF group_id IS DISTINCT FROM 0 THEN
+		RAISE EXCEPTION 'this node is not the Citus coordinator'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = format('This node is in Citus group %s; the coordinator is group 0.', group_id),
+				  HINT = 'Run it on the coordinator.';
+	END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_require_coordinator() IS
+'raise an error unless this is the Citus coordinator (citus_setup and citus_drop_tables)';
+
+REVOKE ALL ON FUNCTION idempotency.citus_require_coordinator() FROM PUBLIC;
+
+/*
+ * citus_setup(): distribute the tables and the functions, once, on the
+ * coordinator; running it again changes nothing but what was granted since.
+ *
+ * - registry by key, in a co-location group of its own, and tokens by token
+ *   in the same group, so that idempotent_begin(..., require_token) finds
+ *   both rows on one node; inbox by message_id;
+ * - state_machines becomes a reference table, copied to every node, with
+ *   its invalidation trigger (which needs citus.enable_unsafe_triggers while
+ *   the table is distributed); state_history stays node-local: a trigger on
+ *   a shard may not write to another distributed table;
+ * - idempotent_begin, idempotent_finish, idempotent_abandon and
+ *   consume_token are distributed by their key, inbox_receive by its message
+ *   id, so that Citus can run a call on the node holding the row;
+ * - my_records and my_tokens read through the owner-run functions above;
+ * - the privileges granted on the extension's functions and views are
+ *   copied to every other node (Citus does not copy them for an extension's
+ *   objects), where delegated calls check them.
+ *
+ * Tables are distributed with their rows, which Citus copies into the
+ * shards.  Replication factor 1: every shard has one placement, which the
+ * cleanup deletes from.
+ */
+CREATE FUNCTION idempotency.citus_setup()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	saved_triggers text;
+	saved_factor text;
+	saved_ddl text;
+	t record;
+	f record;
+	node record;
+	views text;
+	grants text;
+BEGIN
+	PERFORM idempotency.citus_require_coordinator();
+
+	saved_triggers := current_setting('citus.enable_unsafe_triggers');
+	saved_factor := current_setting('citus.shard_replication_factor');
+	saved_ddl := current_setting('citus.enable_ddl_propagation');
+	PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+	PERFORM set_config('citus.shard_replication_factor', '1', true);
+
+	FOR t IN
+		SELECT v.rel::regclass AS rel, v.col, v.colocate
+		  FROM (VALUES (1, 'idempotency.registry', 'key', 'none'),
+					   (2, 'idempotency.tokens', 'token', 'idempotency.registry'),
+					   (3, 'idempotency.inbox', 'message_id', 'none'),
+					   (4, 'idempotency.state_machines', NULL, NULL)) AS v(ord, rel, col, colocate)
+		 ORDER BY v.ord
+	LOOP
+		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel);
+		IF t.col IS NULL THEN
+			PERFORM create_reference_table(t.rel);
+		ELSE
+			PERFORM create_distributed_table(t.rel, t.col, colocate_with => t.colocate);
+		END IF;
+		PERFORM truncate_local_data_after_distributing_table(t.rel);
+	END LOOP;
+
+	FOR f IN
+		SELECT v.fn::regprocedure AS fn, v.arg, v.colocate
+		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_abandon(text, text, integer)', '$1', 'idempotency.registry'),
+					   ('idempotency.lookup(text, text, jsonb)', '$1', 'idempotency.registry'),
+					   ('idempotency.consume_token(text, text)', '$1', 'idempotency.tokens'),
+					   ('idempotency.inbox_receive(text, text, interval)', '$2', 'idempotency.inbox')) AS v(fn, arg, colocate)
+	LOOP
+		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_object AS o
+							   WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.fn
+								 AND o.distribution_argument_index IS NOT NULL);
+		PERFORM create_distributed_function(f.fn, f.arg, colocate_with => f.colocate);
+	END LOOP;
+
+	PERFORM set_config('citus.enable_unsafe_triggers', saved_triggers, true);
+	PERFORM set_config('citus.shard_replication_factor', saved_factor, true);
+
+	/*
+	 * The views, here and on the other nodes; then, there, the privileges
+	 * on the extension's functions and views: each grantee the coordinator
+	 * knows of, and PUBLIC, gets exactly its privileges here (everything
+	 * revoked, then granted again).  One statement per node.
+	 */
+	views := $views$
+		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
+				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
+				   r.status_code, r.body, r.fingerprint
+			  FROM idempotency.citus_my_records() AS r;
+		CREATE OR REPLACE VIEW idempotency.my_tokens WITH (security_barrier) AS
+			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,
+				   t.consumed_at, t.state
+			  FROM idempotency.citus_my_tokens() AS t;
+	$views$;
+	PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+	EXECUTE views;
+	PERFORM set_config('citus.enable_ddl_propagation', saved_ddl, true);
+
+	SELECT string_agg(g.cmd, E';\n' ORDER BY g.obj, g.grantee) INTO STRICT grants
+	  FROM (SELECT o.obj, a.grantee,
+				   format('REVOKE ALL ON %s %s FROM %s', o.kind, o.obj, a.grantee_name)
+				   || coalesce('; GRANT ' || a.privs || format(' ON %s %s TO %s', o.kind, o.obj, a.grantee_name), '')
+				   || coalesce('; GRANT ' || a.grantable
+							   || format(' ON %s %s TO %s WITH GRANT OPTION', o.kind, o.obj, a.grantee_name), '') AS cmd
+			  FROM (SELECT 'FUNCTION' AS kind, p.oid::regprocedure::text AS obj,
+						   coalesce(p.proacl, acldefault('f', p.proowner)) AS acl, p.proowner AS owner
+					  FROM pg_proc AS p
+					  JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+					 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+					   AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotency')
+					UNION ALL
+					SELECT 'TABLE', c.oid::regclass::text,
+						   coalesce(c.relacl, acldefault('r', c.relowner)), c.relowner
+					  FROM pg_class AS c
+					 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'v') AS o,
+				   LATERAL (SELECT x.grantee,
+								   CASE WHEN x.grantee = 0 THEN 'PUBLIC'
+										ELSE quote_ident(pg_get_userbyid(x.grantee)) END AS grantee_name,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE NOT x.is_grantable) AS privs,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE x.is_grantable) AS grantable
+							  FROM aclexplode(o.acl) AS x
+							 WHERE x.grantee <> o.owner
+							 GROUP BY x.grantee
+							UNION ALL
+							SELECT 0, 'PUBLIC', NULL, NULL
+							 WHERE NOT EXISTS (SELECT FROM aclexplode(o.acl) AS x WHERE x.grantee = 0)) AS a) AS g;
+
+	FOR node IN
+		SELECT * FROM run_command_on_workers(format('DO %L',
+			format('BEGIN SET LOCAL citus.enable_ddl_propagation = off; %s %s; END', views, grants)))
+	LOOP
+		IF NOT node.success THEN
+			RAISE EXCEPTION 'could not set up the views and privileges of extension "idempotency" on node %:%',
+				node.nodename, node.nodeport
+				USING ERRCODE = 'connection_exception', DETAIL = node.result;
+		END IF;
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_setup() IS
+'distribute the extension''s tables and functions with Citus; run on the coordinator, again after granting by hand';
+
+REVOKE ALL ON FUNCTION idempotency.citus_setup() FROM PUBLIC;
+
+/*
+ * citus_drop_tables(): drop the extension's distributed tables, with their
+ * rows, so that DROP EXTENSION can follow.  Citus cannot drop, in the same
+ * DROP EXTENSION, a distributed table and the type it is distributed by
+ * (idempotency.key): its shards would stay behind.  Each table leaves the
+ * extension first, then goes with DROP TABLE, which Citus takes to every
+ * shard.
+ */
+CREATE FUNCTION idempotency.citus_drop_tables()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	t regclass;
+BEGIN
+	PERFORM idempotency.citus_require_coordinator();
+	FOR t IN
+		SELECT p.logicalrelid
+		  FROM pg_dist_partition AS p
+		  JOIN pg_class AS c ON c.oid = p.logicalrelid
+		 WHERE c.relnamespace = 'idempotency'::regnamespace
+		 ORDER BY c.relname
+	LOOP
+		EXECUTE format('ALTER EXTENSION idempotency DROP TABLE %s', t);
+		EXECUTE format('DROP TABLE %s', t);
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_drop_tables() IS
+'drop the extension''s distributed tables and their rows, before DROP EXTENSION on a Citus cluster';
+
+REVOKE ALL ON FUNCTION idempotency.citus_drop_tables() FROM PUBLIC;
+
+/*
+ * citus_status(): how each table, API function and view of the extension is
+ * placed: distributed (by which column or argument, in which co-location
+ * group, in how many shards), reference, owner-run (the views after
+ * citus_setup()) or local.  Without Citus, everything is local.
+ */
+CREATE FUNCTION idempotency.citus_status(OUT object pg_catalog.text,
+										 OUT kind pg_catalog.text,
+										 OUT distribution pg_catalog.text,
+										 OUT distributed_by pg_catalog.text,
+										 OUT colocation_id pg_catalog.int4,
+										 OUT shards pg_catalog.int4)
+RETURNS SETOF pg_catalog.record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	RETURN QUERY
+		SELECT v.oid::regclass::text, 'view',
+			   CASE WHEN pg_get_viewdef(v.oid) LIKE '%citus_my_%' THEN 'owner-run' ELSE 'local' END,
+			   NULL::text, NULL::int4, NULL::int4
+		  FROM pg_class AS v
+		 WHERE v.relnamespace = 'idempotency'::regnamespace AND v.relkind = 'v'
+		   AND v.relname = ANY (ARRAY['my_records', 'my_tokens']);
+	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
+		RETURN QUERY
+			SELECT c.oid::regclass::text, 'table', 'local', NULL::text, NULL::int4, NULL::int4
+			  FROM pg_class AS c
+			 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+			 ORDER BY 1;
+		RETURN;
+	END IF;
+	RETURN QUERY
+		SELECT c.oid::regclass::text, 'table',
+			   CASE WHEN p.partmethod = 'h' THEN 'distributed'
+					WHEN p.partmethod = 'n' AND p.repmodel = 't' THEN 'reference'
+					WHEN p.partmethod IS NOT NULL THEN 'citus local'
+					ELSE 'local' END,
+			   CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END,
+			   p.colocationid,
+			   CASE WHEN p.partmethod IS NOT NULL
+					THEN (SELECT count(*)::int4 FROM pg_dist_shard AS s WHERE s.logicalrelid = c.oid) END
+		  FROM pg_class AS c
+		  LEFT JOIN pg_dist_partition AS p ON p.logicalrelid = c.oid
+		 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+		 ORDER BY 1;
+	RETURN QUERY
+		SELECT f.oid::regprocedure::text, 'function',
+			   CASE WHEN o.distribution_argument_index IS NOT NULL THEN 'distributed' ELSE 'local' END,
+			   f.proargnames[o.distribution_argument_index + 1],
+			   o.colocationid, NULL::int4
+		  FROM pg_proc AS f
+		  LEFT JOIN pg_dist_object AS o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+		 WHERE f.pronamespace = 'idempotency'::regnamespace
+		   AND f.proname = ANY (ARRAY['idempotent_begin', 'idempotent_finish', 'idempotent_abandon',
+									  'consume_token', 'inbox_receive', 'inbox_receive_batch', 'issue_token'])
+		 ORDER BY 1;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_status() IS
+'how Citus places each table, API function and view of the extension';

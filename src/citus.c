@@ -1,0 +1,690 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.c
+ *	  What the extension does differently once idempotency.citus_setup()
+ *	  has distributed its tables with Citus.
+ *
+ * Nothing here links against Citus: Citus is optional, and everything it
+ * knows is read from its catalog tables (pg_dist_partition, pg_dist_shard,
+ * pg_dist_placement, pg_dist_node, pg_dist_local_group) with SQL, after
+ * checking that they exist.  A database without Citus pays one syscache
+ * probe per backend and table for all of this.
+ *
+ * - Which of our tables are distributed: a per-backend cache, reset by a
+ *	 relcache invalidation of the table (Citus sends one when it distributes
+ *	 a table, on every node that learns of it).
+ * - The cleanup (SCALE_OUT.md rules 12 and 16): a DELETE ... FOR UPDATE SKIP
+ *	 LOCKED is refused on a distributed table, so the coordinator (Citus
+ *	 group 0) deletes shard by shard: one statement per node holding shards,
+ *	 each shard's DELETE bounded and passing over locked rows, the whole call
+ *	 bounded by its batch size.  Other nodes leave distributed tables to the
+ *	 coordinator and clean only their node-local tables (state history).
+ * - The inbox's batch (rule 13): statements whose success does not depend
+ *	 on catching an error.
+ * - Shards seen by triggers (rule 15): the distributed table a shard belongs
+ *	 to, for history rows and for the state machine cache's invalidation.
+ * - my_records and my_tokens (rule 14): citus_setup() points the views at
+ *	 functions that read the rows as the registry's owner, because Citus
+ *	 checks shard privileges as the caller.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/citus.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "idempotency.h"
+
+/* The tables whose distribution we keep track of, by name in our schema. */
+static const char *const citus_table_names[CITUS_NUM_TABLES] = {
+	[CITUS_REGISTRY] = "registry",
+	[CITUS_INBOX] = "inbox",
+	[CITUS_TOKENS] = "tokens",
+	[CITUS_HISTORY] = "state_history",
+};
+
+typedef struct CitusTableState
+{
+	bool		valid;
+	Oid			relid;
+	char		partmethod;		/* pg_dist_partition.partmethod; '\0': not a Citus table */
+} CitusTableState;
+
+static CitusTableState citus_tables[CITUS_NUM_TABLES];
+static bool citus_callback_registered = false;
+
+/* The last relation asked about by IdempotencyCitusShardOf, and the answer. */
+static Oid	shard_cache_relid = InvalidOid;
+static Oid	shard_cache_parent = InvalidOid;
+
+/*
+ * citus_relcache_callback
+ *		Forget what we know about a table when it (or everything) is
+ *		invalidated.
+ */
+static void
+citus_relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < CITUS_NUM_TABLES; i++)
+		if (relid == InvalidOid || relid == citus_tables[i].relid)
+			citus_tables[i].valid = false;
+	if (relid == InvalidOid || relid == shard_cache_relid)
+		shard_cache_relid = InvalidOid;
+}
+
+/*
+ * citus_catalog_exists
+ *		Whether Citus's catalog tables are there (the extension is created in
+ *		this database).  A syscache probe.
+ */
+static bool
+citus_catalog_exists(void)
+{
+	return OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE));
+}
+
+/*
+ * citus_query
+ *		Run a read-only query on Citus's catalog; SPI must be connected.
+ */
+static uint64
+citus_query(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	return SPI_processed;
+}
+
+/*
+ * IdempotencyCitusPartMethod
+ *		How Citus distributes one of our tables: 'h' (hash), 'n' (reference
+ *		or Citus local table), ..., or '\0' when it is a plain table.
+ */
+char
+IdempotencyCitusPartMethod(CitusTable table)
+{
+	CitusTableState *state = &citus_tables[table];
+
+	if (!citus_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(citus_relcache_callback, (Datum) 0);
+		citus_callback_registered = true;
+	}
+	if (state->valid)
+		return state->partmethod;
+
+	state->relid = get_relname_relid(citus_table_names[table],
+									 get_namespace_oid("idempotency", false));
+	state->partmethod = '\0';
+	if (OidIsValid(state->relid) && citus_catalog_exists())
+	{
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1] = {ObjectIdGetDatum(state->relid)};
+		bool		isnull;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (citus_query("SELECT p.partmethod FROM pg_catalog.pg_dist_partition AS p"
+						" WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+						1, argtypes, values) == 1)
+			state->partmethod = DatumGetChar(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_finish();
+	}
+	state->valid = true;
+	return state->partmethod;
+}
+
+/*
+ * citus_local_group
+ *		This node's Citus group id: 0 on the coordinator, whether or not any
+ *		node is registered yet (citus_is_coordinator() says false then).  SPI
+ *		must be connected and Citus's catalog present.
+ */
+static int32
+citus_local_group(void)
+{
+	bool		isnull;
+
+	if (citus_query("SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g", 0, NULL, NULL) != 1)
+		elog(ERROR, "pg_dist_local_group has no row");
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * The cleanup of a distributed table.
+ */
+
+/* One active shard placement. */
+typedef struct CitusShard
+{
+	char	   *name;			/* schema-qualified, quoted */
+	int			node;			/* index into the nodes */
+	int32		limit;			/* rows its DELETE may take this round; 0: none */
+	uint64		deleted;		/* this round */
+} CitusShard;
+
+/* A node holding some of the shards. */
+typedef struct CitusNode
+{
+	char	   *name;
+	int32		port;
+	bool		local;			/* this node: run its statement through SPI */
+} CitusNode;
+
+/*
+ * citus_cleanup_statement
+ *		One statement deleting, on one node, up to each shard's limit of
+ *		expired rows, oldest first, passing over rows a live transaction
+ *		holds; it returns the counts as an integer array, in shard order.
+ *		NULL if no shard of the node has anything to do this round.  The
+ *		shards are plain tables on their node, so FOR UPDATE SKIP LOCKED and
+ *		ctid are allowed there.
+ */
+static char *
+citus_cleanup_statement(CitusShard *shards, int nshards, int node, const char *expired)
+{
+	StringInfoData with;
+	StringInfoData counts;
+	int			n = 0;
+
+	initStringInfo(&with);
+	initStringInfo(&counts);
+	for (int i = 0; i < nshards; i++)
+	{
+		if (shards[i].node != node || shards[i].limit == 0)
+			continue;
+		appendStringInfo(&with,
+						 "%sd%d AS (DELETE FROM %s AS t"
+						 " WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+						 "SELECT e.ctid FROM %s AS e"
+						 " WHERE %s"
+						 " ORDER BY e.expires_at LIMIT %d FOR UPDATE SKIP LOCKED))"
+						 " RETURNING 1)",
+						 n == 0 ? "WITH " : ", ", n, shards[i].name, shards[i].name, expired,
+						 shards[i].limit);
+		appendStringInfo(&counts, "%s(SELECT pg_catalog.count(*) FROM d%d)", n == 0 ? "" : ", ", n);
+		n++;
+	}
+	if (n == 0)
+		return NULL;
+	appendStringInfo(&with, " SELECT ARRAY[%s]::pg_catalog.text", counts.data);
+	return with.data;
+}
+
+/*
+ * citus_cleanup_counts
+ *		Spread a node's answer, "{3,0,5}", over its shards in this round.
+ */
+static uint64
+citus_cleanup_counts(CitusShard *shards, int nshards, int node, const char *answer)
+{
+	const char *p = answer;
+	uint64		total = 0;
+
+	for (int i = 0; i < nshards; i++)
+	{
+		if (shards[i].node != node || shards[i].limit == 0)
+			continue;
+		while (*p != '\0' && (*p < '0' || *p > '9'))
+			p++;
+		if (*p == '\0')
+			elog(ERROR, "unexpected answer from a cleanup statement: \"%s\"", answer);
+		shards[i].deleted = strtoul(p, (char **) &p, 10);
+		total += shards[i].deleted;
+	}
+	return total;
+}
+
+/*
+ * citus_cleanup_round
+ *		Run one round: the local node's statement through SPI, the others'
+ *		in parallel through Citus's master_run_on_worker(), each on a
+ *		connection of its own that commits by itself.  Returns how many rows
+ *		went.
+ */
+static uint64
+citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnodes,
+					const char *expired, const char *table)
+{
+	Datum	   *names = palloc(sizeof(Datum) * nnodes);
+	Datum	   *ports = palloc(sizeof(Datum) * nnodes);
+	Datum	   *commands = palloc(sizeof(Datum) * nnodes);
+	int		   *which = palloc(sizeof(int) * nnodes);
+	int			nremote = 0;
+	uint64		total = 0;
+
+	for (int node = 0; node < nnodes; node++)
+	{
+		char	   *sql = citus_cleanup_statement(shards, nshards, node, expired);
+
+		if (sql == NULL)
+			continue;
+		if (nodes[node].local)
+		{
+			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+				elog(ERROR, "SPI_execute failed for \"%s\"", sql);
+			total += citus_cleanup_counts(shards, nshards, node,
+										  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+			continue;
+		}
+		names[nremote] = CStringGetTextDatum(nodes[node].name);
+		ports[nremote] = Int32GetDatum(nodes[node].port);
+		commands[nremote] = CStringGetTextDatum(sql);
+		which[nremote] = node;
+		nremote++;
+	}
+
+	if (nremote > 0)
+	{
+		Oid			argtypes[3] = {TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
+		Datum		values[3];
+
+		values[0] = PointerGetDatum(construct_array(names, nremote, TEXTOID, -1, false, TYPALIGN_INT));
+		values[1] = PointerGetDatum(construct_array(ports, nremote, INT4OID, 4, true, TYPALIGN_INT));
+		values[2] = PointerGetDatum(construct_array(commands, nremote, TEXTOID, -1, false, TYPALIGN_INT));
+		if (SPI_execute_with_args("SELECT r.success, r.result"
+								  " FROM pg_catalog.master_run_on_worker($1, $2, $3, true) AS r",
+								  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT ||
+			SPI_processed != (uint64) nremote)
+			elog(ERROR, "master_run_on_worker did not answer for every node");
+
+		for (int i = 0; i < nremote; i++)
+		{
+			bool		isnull;
+			bool		success = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull));
+			char	   *result = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+			CitusNode  *node = &nodes[which[i]];
+
+			if (!success)
+				ereport(ERROR,
+						(errcode(strncmp(result ? result : "", "failed to connect", 17) == 0 ?
+								 ERRCODE_CONNECTION_FAILURE : ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+						 errmsg("could not delete expired rows of table \"idempotency.%s\" on node %s:%d",
+								table, node->name, node->port),
+						 errdetail("%s", result ? result : "no answer")));
+			total += citus_cleanup_counts(shards, nshards, which[i], result ? result : "");
+		}
+	}
+	return total;
+}
+
+/*
+ * IdempotencyCitusCleanup
+ *		Delete up to limit expired rows of a hash-distributed table of ours,
+ *		shard by shard; false if the table is not hash-distributed (the
+ *		caller then runs its plain statement).  Only the coordinator deletes:
+ *		anywhere else this deletes nothing and returns true.  Called inside
+ *		the registry's frame (SPI connected, as the tables' owner).
+ *
+ * The limit is shared among the shards: each round gives every shard still
+ * in play an equal part of what is left (at least one row, to as many shards
+ * as that allows), and a shard that did not use all of its part leaves play.
+ * So the call deletes at most limit rows, and fewer only if the table has
+ * fewer expired rows that no transaction holds: what a batch means on a
+ * single server, which the background worker relies on to know when to
+ * stop.  With the default batch size there is usually one round.
+ */
+bool
+IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *deleted)
+{
+	Oid			argtypes[2] = {OIDOID, INT4OID};
+	Datum		values[2];
+	CitusShard *shards;
+	CitusNode  *nodes;
+	int			nshards;
+	int			nnodes = 0;
+	int32		group;
+	char	   *now_literal;
+	char	   *expired;
+	int64		budget = limit;
+	int			inplay;
+	bool	   *play;
+
+	if (IdempotencyCitusPartMethod(table) != 'h')
+		return false;
+	*deleted = 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	group = citus_local_group();
+	if (group != 0)
+	{
+		SPI_finish();
+		return true;			/* a worker node: the coordinator cleans shards */
+	}
+
+	/* the active placements, grouped by node */
+	values[0] = ObjectIdGetDatum(citus_tables[table].relid);
+	values[1] = Int32GetDatum(group);
+	nshards = (int) citus_query("SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid),"
+								" p.groupid, n.nodename, n.nodeport,"
+								" p.groupid OPERATOR(pg_catalog.=) $2"
+								" FROM pg_catalog.pg_dist_shard AS s"
+								" JOIN pg_catalog.pg_dist_placement AS p"
+								"   ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+								" LEFT JOIN pg_catalog.pg_dist_node AS n"
+								"   ON n.groupid OPERATOR(pg_catalog.=) p.groupid"
+								"  AND n.noderole OPERATOR(pg_catalog.=) 'primary' AND n.isactive"
+								" WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
+								"   AND p.shardstate OPERATOR(pg_catalog.=) 1"
+								"   AND (n.nodeid IS NOT NULL OR p.groupid OPERATOR(pg_catalog.=) $2)"
+								" ORDER BY p.groupid, s.shardid",
+								2, argtypes, values);
+	shards = palloc0(sizeof(CitusShard) * Max(nshards, 1));
+	nodes = palloc0(sizeof(CitusNode) * Max(nshards, 1));
+	for (int i = 0; i < nshards; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int32		shard_group = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+
+		if (i == 0 || shard_group != DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i - 1], desc, 2, &isnull)))
+		{
+			nodes[nnodes].local = DatumGetBool(SPI_getbinval(tuple, desc, 5, &isnull));
+			nodes[nnodes].name = nodes[nnodes].local ? NULL : SPI_getvalue(tuple, desc, 3);
+			nodes[nnodes].port = nodes[nnodes].local ? 0 :
+				DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+			nnodes++;
+		}
+		shards[i].name = SPI_getvalue(tuple, desc, 1);
+		shards[i].node = nnodes - 1;
+	}
+
+	now_literal = quote_literal_cstr(DatumGetCString(DirectFunctionCall1(timestamptz_out,
+																		 TimestampTzGetDatum(now))));
+
+	/*
+	 * What counts as expired: as RS_CLEANUP and its twins have it, a
+	 * registry record also needs its last attempt two seconds behind the
+	 * clock, so that no fencing token is issued twice (RegistryFence).
+	 */
+	expired = psprintf("e.expires_at OPERATOR(pg_catalog.<=) %s::pg_catalog.timestamptz%s",
+					   now_literal,
+					   table == CITUS_REGISTRY ?
+					   psprintf(" AND e.attempt OPERATOR(pg_catalog.<) %d", RegistryFence() - 1) : "");
+
+	/* rounds: an equal part of what is left for each shard still in play */
+	play = palloc(sizeof(bool) * Max(nshards, 1));
+	memset(play, true, sizeof(bool) * Max(nshards, 1));
+	inplay = nshards;
+	while (budget > 0 && inplay > 0)
+	{
+		int64		part = Max(budget / inplay, 1);
+		int64		handed = 0;
+		uint64		round;
+
+		for (int i = 0; i < nshards; i++)
+		{
+			shards[i].limit = 0;
+			shards[i].deleted = 0;
+			if (play[i] && handed < budget)
+			{
+				shards[i].limit = (int32) Min(part, budget - handed);
+				handed += shards[i].limit;
+			}
+		}
+
+		round = citus_cleanup_round(shards, nshards, nodes, nnodes, expired,
+									citus_table_names[table]);
+		*deleted += round;
+		budget -= (int64) round;
+
+		/*
+		 * Out of play: the shards that did not use all of their part.  Each
+		 * round either deletes rows or takes shards out of play, so the
+		 * rounds end.
+		 */
+		inplay = 0;
+		for (int i = 0; i < nshards; i++)
+		{
+			if (shards[i].limit > 0)
+				play[i] = shards[i].deleted >= (uint64) shards[i].limit;
+			inplay += play[i] ? 1 : 0;
+		}
+	}
+
+	SPI_finish();
+	return true;
+}
+
+/*
+ * IdempotencyCitusInboxExecute
+ *		RS_INBOX_RECEIVE_BATCH or RS_INBOX_RENEW_EXPIRED on a distributed
+ *		inbox, in the registry's frame; returns how many ids it recorded or
+ *		renewed, which SPI_tuptable holds.  The statement is registry.c's,
+ *		wrapped in a WITH: Citus runs an INSERT ... SELECT by pulling the
+ *		rows to the coordinator, and reports rows that ON CONFLICT skipped
+ *		as processed, which SPI refuses for a statement with RETURNING; read
+ *		through a WITH, only the rows returned count.  Neither statement
+ *		fails on an id seen before, so no error needs catching (SCALE_OUT.md
+ *		rule 13: Citus reports a unique violation from its COPY path without
+ *		its SQLSTATE).
+ */
+uint64
+IdempotencyCitusInboxExecute(RegistryStmt stmt, Datum *values)
+{
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	const char *sql;
+
+	if (stmt == RS_INBOX_RECEIVE_BATCH)
+		sql = "WITH n AS (INSERT INTO idempotency.inbox AS i"
+			" (owner, consumer, message_id, received_at, expires_at)"
+			" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
+			" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id)"
+			" SELECT n.message_id FROM n";
+	else if (stmt == RS_INBOX_RENEW_EXPIRED)
+		sql = "WITH n AS (UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
+			" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+			" AND i.consumer OPERATOR(pg_catalog.=) $2"
+			" AND i.owner OPERATOR(pg_catalog.=) $1"
+			" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
+			" RETURNING i.message_id)"
+			" SELECT n.message_id FROM n";
+	else
+		elog(ERROR, "unexpected inbox statement %d", (int) stmt);
+
+	if (SPI_execute_with_args(sql, 5, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	return SPI_processed;
+}
+
+/*
+ * IdempotencyCitusShardOf
+ *		The distributed table that rel is a shard of, or InvalidOid.  A
+ *		trigger on a distributed table fires on its shards, where TG_RELID is
+ *		the shard: "orders_102173" in the table's schema, the table's name and
+ *		its shard id, which pg_dist_shard confirms.  The answer for the last
+ *		relation asked about is kept until it is invalidated, so a statement
+ *		writing many rows asks Citus once.
+ */
+Oid
+IdempotencyCitusShardOf(Relation rel)
+{
+	const char *name = RelationGetRelationName(rel);
+	const char *suffix = strrchr(name, '_');
+	Oid			parent = InvalidOid;
+
+	if (!citus_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(citus_relcache_callback, (Datum) 0);
+		citus_callback_registered = true;
+	}
+	if (RelationGetRelid(rel) == shard_cache_relid)
+		return shard_cache_parent;
+
+	if (suffix != NULL && suffix[1] != '\0' &&
+		strspn(suffix + 1, "0123456789") == strlen(suffix + 1) &&
+		strlen(suffix + 1) < 19 && citus_catalog_exists())
+	{
+		Oid			argtypes[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(strtoi64(suffix + 1, NULL, 10))};
+		bool		isnull;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (citus_query("SELECT s.logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard AS s"
+						" WHERE s.shardid OPERATOR(pg_catalog.=) $1",
+						1, argtypes, values) == 1)
+		{
+			Oid			candidate = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																   SPI_tuptable->tupdesc, 1, &isnull));
+			char	   *candidate_name = get_rel_name(candidate);
+
+			if (candidate_name != NULL &&
+				get_rel_namespace(candidate) == RelationGetNamespace(rel) &&
+				strlen(candidate_name) == (size_t) (suffix - name) &&
+				strncmp(candidate_name, name, suffix - name) == 0)
+				parent = candidate;
+		}
+		SPI_finish();
+	}
+	shard_cache_relid = RelationGetRelid(rel);
+	shard_cache_parent = parent;
+	return parent;
+}
+
+/*
+ * IdempotencyCitusTableName
+ *		The schema-qualified name of the table a trigger fired for: of the
+ *		distributed table when it fired on a shard.
+ */
+char *
+IdempotencyCitusTableName(Relation rel)
+{
+	Oid			parent = IdempotencyCitusShardOf(rel);
+
+	if (OidIsValid(parent))
+		return quote_qualified_identifier(get_namespace_name(get_rel_namespace(parent)),
+										  get_rel_name(parent));
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
+}
+
+/*
+ * citus_own_rows
+ *		Run a query on the caller's own rows as the tables' owner and hand
+ *		each row to emit, which adds it to the result set.
+ */
+static void
+citus_own_rows(FunctionCallInfo fcinfo, const char *sql,
+			   void (*emit) (ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc))
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RegistryCall call;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	InitMaterializedSRF(fcinfo, 0);
+	RegistryCallBegin(&call);
+	values[0] = call.owner;
+	if (SPI_execute_with_args(sql, 1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		emit(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+	RegistryCallEnd(&call);
+}
+
+/*
+ * citus_emit_record
+ *		One row of my_records: the registry's columns, and whether it expired
+ *		(as of the transaction's start, as now() in the view).
+ */
+static void
+citus_emit_record(ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc)
+{
+	Datum		values[13];
+	bool		nulls[13];
+	text	   *status;
+
+	for (int i = 0; i < 8; i++)
+		values[i] = SPI_getbinval(tuple, desc, i + 1, &nulls[i]);
+	/* an abandoned claim counts as expired, as in my_records */
+	status = DatumGetTextPP(values[2]);
+	values[8] = BoolGetDatum(DatumGetTimestampTz(values[7]) <= GetCurrentTransactionStartTimestamp() ||
+							 (VARSIZE_ANY_EXHDR(status) == strlen("abandoned") &&
+							  memcmp(VARDATA_ANY(status), "abandoned", strlen("abandoned")) == 0));
+	nulls[8] = false;
+	for (int i = 9; i < 13; i++)
+		values[i] = SPI_getbinval(tuple, desc, i, &nulls[i]);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_citus_my_records);
+
+/*
+ * idempotency_citus_my_records
+ *		The caller's records, read as the registry's owner: what my_records
+ *		shows once citus_setup() has distributed the registry.
+ */
+Datum
+idempotency_citus_my_records(PG_FUNCTION_ARGS)
+{
+	citus_own_rows(fcinfo,
+				   "SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,"
+				   " r.lease_until, r.expires_at, r.response, r.status_code, r.body,"
+				   " r.fingerprint"
+				   " FROM idempotency.registry AS r WHERE r.owner OPERATOR(pg_catalog.=) $1",
+				   citus_emit_record);
+	return (Datum) 0;
+}
+
+/*
+ * citus_emit_token
+ *		One row of my_tokens, with its state.
+ */
+static void
+citus_emit_token(ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc)
+{
+	Datum		values[6];
+	bool		nulls[6];
+	const char *state;
+
+	for (int i = 0; i < 5; i++)
+		values[i] = SPI_getbinval(tuple, desc, i + 1, &nulls[i]);
+	if (!nulls[4])
+		state = "used";
+	else if (DatumGetTimestampTz(values[3]) <= GetCurrentTransactionStartTimestamp())
+		state = "expired";
+	else
+		state = "unused";
+	values[5] = CStringGetTextDatum(state);
+	nulls[5] = false;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_citus_my_tokens);
+
+/*
+ * idempotency_citus_my_tokens
+ *		The caller's tokens, read as the tokens table's owner.
+ */
+Datum
+idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
+{
+	citus_own_rows(fcinfo,
+				   "SELECT t.token, t.scope, t.issued_at, t.expires_at, t.consumed_at"
+				   " FROM idempotency.tokens AS t WHERE t.owner OPERATOR(pg_catalog.=) $1",
+				   citus_emit_token);
+	return (Datum) 0;
+}
