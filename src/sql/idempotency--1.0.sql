@@ -1590,7 +1590,8 @@ BEGIN
 		  LEFT JOIN pg_dist_object AS o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
 		 WHERE f.pronamespace = 'idempotency'::regnamespace
 		   AND f.proname = ANY (ARRAY['idempotent_begin', 'idempotent_finish', 'idempotent_abandon',
-									  'consume_token', 'inbox_receive', 'inbox_receive_batch', 'issue_token'])
+									  'lookup', 'consume_token', 'inbox_receive', 'inbox_receive_batch',
+									  'issue_token'])
 		 ORDER BY 1;
 END;
 $$;
