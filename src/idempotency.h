@@ -20,6 +20,8 @@
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+
 /* The longest key, in bytes, that idempotency.key accepts. */
 #define IDEMPOTENCY_KEY_MAXLEN	255
 

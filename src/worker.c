@@ -212,7 +212,9 @@ launcher_run_worker(Oid dbid, Oid roleid)
 	pid_t		pid;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* on 18, DROP DATABASE and the like terminate it rather than wait */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION |
+		IDEMPOTENCY_BGWORKER_INTERRUPTIBLE;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idempotency");
@@ -295,11 +297,13 @@ idempotency_launcher_main(Datum main_arg)
 {
 	MemoryContext passcxt;
 	TimestampTz last_pass;
+	uint32		wait_event;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	wait_event = IdempotencyWaitEventNew("IdempotencyLauncherMain");
 
 	passcxt = AllocSetContextCreate(TopMemoryContext, "idempotency launcher pass context",
 									ALLOCSET_DEFAULT_SIZES);
@@ -320,7 +324,7 @@ idempotency_launcher_main(Datum main_arg)
 
 		if (timeout > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, PG_WAIT_EXTENSION);
+							 timeout, wait_event);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 
@@ -454,6 +458,7 @@ idempotency_cleanup_main(Datum main_arg)
 	Oid			dbid = DatumGetObjectId(main_arg);
 	Oid			roleid;
 	MemoryContext workercxt = CurrentMemoryContext;
+	uint32		wait_event;
 
 	memcpy(&roleid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 
@@ -461,6 +466,7 @@ idempotency_cleanup_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, roleid, 0);
+	wait_event = IdempotencyWaitEventNew("IdempotencyCleanupThrottle");
 
 	if (!cleanup_should_run())
 		proc_exit(0);
@@ -492,7 +498,7 @@ idempotency_cleanup_main(Datum main_arg)
 			if (idempotency_cleanup_max_rows_per_second > 0)
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 deleted * 1000L / idempotency_cleanup_max_rows_per_second,
-								 PG_WAIT_EXTENSION);
+								 wait_event);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 			if (ConfigReloadPending)
