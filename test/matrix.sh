@@ -127,16 +127,60 @@ missing_libs() {
 		awk '$2 == "=>" && $3 == "not" { print $1 }' | sort -u
 }
 
-# install_pg15 ROOT: copy this machine's PostgreSQL 15 (with the extension as
-# just built) into ROOT, with the libraries it needs that ROOT lacks
+# earlier_pg15: print the directory of an unpacked postgresql-15 package from
+# the mirror whose server does not write the "pg_attver" column option (see
+# install_pg15), the newest such; unpacked once under $MATRIX_CACHE
+earlier_pg15() {
+	local version versions dir tmp
+	versions=$(apt-cache madison postgresql-$NATIVE_MAJOR | awk '{ print $3 }')
+	if [ -z "$versions" ]; then
+		apt-get update -qq
+		versions=$(apt-cache madison postgresql-$NATIVE_MAJOR | awk '{ print $3 }')
+	fi
+	for version in $versions; do
+		dir="$MATRIX_CACHE/postgresql-$NATIVE_MAJOR-$version"
+		if [ ! -x "$dir/usr/lib/postgresql/$NATIVE_MAJOR/bin/postgres" ]; then
+			tmp=$(mktemp -d) || return 1
+			(cd "$tmp" && apt-get download -qq "postgresql-$NATIVE_MAJOR=$version" >/dev/null 2>&1) || {
+				rm -rf "$tmp"
+				continue
+			}
+			mkdir -p "$dir.new" && dpkg-deb -x "$tmp"/*.deb "$dir.new" && rm -rf "$dir" && mv "$dir.new" "$dir"
+			rm -rf "$tmp"
+		fi
+		if ! grep -qa pg_attver "$dir/usr/lib/postgresql/$NATIVE_MAJOR/bin/postgres"; then
+			echo "$dir"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# install_pg15 ROOT MAJOR: copy this machine's PostgreSQL 15 (with the
+# extension as just built) into ROOT, with the libraries it needs that ROOT
+# lacks.  15.20 and later store a column option, pg_attver, in every table
+# that a new major released before them rejects (18.6, the newest 18 the
+# mirror has, does), so pg_upgrade from them to it fails whatever the tables
+# hold; for such a MAJOR the server part of the copy (the postgresql-15
+# package, not the client) comes from the newest earlier 15 on the mirror.
 install_pg15() {
-	local root=$1 bindir=$PG_BINDIR sharedir dest libs lib path round
+	local root=$1 major=$2 bindir=$PG_BINDIR sharedir dest libs lib path round earlier
 	sharedir=$("$bindir/pg_config" --sharedir)
 	dest="$root$PG15_IN_ROOT"
 	rm -rf "$dest"
 	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" "$dest/compat-lib"
 	cp -a "$(dirname "$bindir")" "$dest/usr/lib/postgresql/$NATIVE_MAJOR"
 	cp -a "$sharedir" "$dest/usr/share/postgresql/$NATIVE_MAJOR"
+	if grep -qa pg_attver "$bindir/postgres" &&
+		! grep -qa pg_attver "$root/usr/lib/postgresql/$major/bin/postgres"; then
+		if ! earlier=$(earlier_pg15); then
+			echo "no PostgreSQL $NATIVE_MAJOR on the mirror that $major can upgrade from" >&2
+			return 1
+		fi
+		echo "==> PostgreSQL $major predates pg_attver: upgrading from ${earlier##*/}" >&2
+		cp -a "$earlier/usr/lib/postgresql/$NATIVE_MAJOR/." "$dest/usr/lib/postgresql/$NATIVE_MAJOR/"
+		cp -a "$earlier/usr/share/postgresql/$NATIVE_MAJOR/." "$dest/usr/share/postgresql/$NATIVE_MAJOR/"
+	fi
 	# no JIT for the old server: it would drag in LLVM
 	rm -rf "$dest/usr/lib/postgresql/$NATIVE_MAJOR/lib/llvmjit"* \
 		"$dest/usr/lib/postgresql/$NATIVE_MAJOR/lib/bitcode"
@@ -169,7 +213,7 @@ run_in_root() {
 	rm -rf "$root/build" "$root"/tmp/idempotency*
 	copy_tree "$top" "$root/build/idempotency"
 	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
-	install_pg15 "$root" || return 1
+	install_pg15 "$root" "$major" || return 1
 
 	# /proc, and a private /dev/shm for the servers' shared memory; the
 	# root's own /dev holds the device nodes (mmdebstrap made them), so
