@@ -19,7 +19,9 @@
 # installation is copied into each root under /opt/pg15 (same layout, so its
 # relative paths hold), with those of bookworm's shared libraries it links to
 # that the root lacks (ICU 72, libldap 2.5, ...) in /opt/pg15/compat-lib; the
-# TAP tests find it through IDEMPOTENCY_UPGRADE_FROM.
+# TAP tests find it through IDEMPOTENCY_UPGRADE_FROM.  Where the new major
+# cannot read this machine's 15 (see install_pg15), the 15 comes from a
+# cached bookworm root instead, with the extension built in it.
 #
 # Usage: bash test/matrix.sh [MAJOR...]      (default: 15 17 18)
 # Environment: PG_BINDIR (the PostgreSQL 15 to use natively, as for
@@ -40,6 +42,14 @@ PG15_IN_ROOT=/opt/pg15
 
 majors=("$@")
 [ ${#majors[@]} -gt 0 ] || majors=(15 17 18)
+
+# one run at a time on a machine: the roots and their mounts are shared
+mkdir -p "$MATRIX_CACHE"
+exec 9>"$MATRIX_CACHE/.lock"
+if ! flock -n 9; then
+	echo "==> waiting for another test/matrix.sh to finish"
+	flock 9
+fi
 
 logdir=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 declare -A result times
@@ -102,8 +112,8 @@ root_for() {
 		return 1
 	fi
 	# drop the roots made from an older key, unless something is mounted there
-	for old in "$MATRIX_CACHE/$suite-pg$major-"*; do
-		[ -d "$old" ] && ! mounted_under "$old" && rm -rf "$old"
+	for old in "$MATRIX_CACHE/$suite-pg$major-"* "$MATRIX_CACHE/.new-$suite-"*; do
+		[ "$old" != "$tmp" ] && [ -d "$old" ] && ! mounted_under "$old" && rm -rf "$old"
 	done
 	mv "$tmp" "$root"
 	echo "$root"
@@ -127,60 +137,49 @@ missing_libs() {
 		awk '$2 == "=>" && $3 == "not" { print $1 }' | sort -u
 }
 
-# earlier_pg15: print the directory of an unpacked postgresql-15 package from
-# the mirror whose server does not write the "pg_attver" column option (see
-# install_pg15), the newest such; unpacked once under $MATRIX_CACHE
-earlier_pg15() {
-	local version versions dir tmp
-	versions=$(apt-cache madison postgresql-$NATIVE_MAJOR | awk '{ print $3 }')
-	if [ -z "$versions" ]; then
-		apt-get update -qq
-		versions=$(apt-cache madison postgresql-$NATIVE_MAJOR | awk '{ print $3 }')
-	fi
-	for version in $versions; do
-		dir="$MATRIX_CACHE/postgresql-$NATIVE_MAJOR-$version"
-		if [ ! -x "$dir/usr/lib/postgresql/$NATIVE_MAJOR/bin/postgres" ]; then
-			tmp=$(mktemp -d) || return 1
-			(cd "$tmp" && apt-get download -qq "postgresql-$NATIVE_MAJOR=$version" >/dev/null 2>&1) || {
-				rm -rf "$tmp"
-				continue
-			}
-			mkdir -p "$dir.new" && dpkg-deb -x "$tmp"/*.deb "$dir.new" && rm -rf "$dir" && mv "$dir.new" "$dir"
-			rm -rf "$tmp"
-		fi
-		if ! grep -qa pg_attver "$dir/usr/lib/postgresql/$NATIVE_MAJOR/bin/postgres"; then
-			echo "$dir"
-			return 0
-		fi
-	done
-	return 1
+# pg15_root: print the path of a bookworm root (from the mirror's bookworm
+# suite alone, without its security updates) with the extension built and
+# installed into its PostgreSQL 15; see install_pg15
+pg15_root() {
+	local broot
+	broot=$(root_for "$NATIVE_MAJOR") || return 1
+	rm -rf "$broot/build"
+	copy_tree "$top" "$broot/build/idempotency"
+	echo "==> building the extension for $(chroot "$broot" /usr/lib/postgresql/$NATIVE_MAJOR/bin/postgres --version) in $broot" >&2
+	chroot "$broot" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+		make -C /build/idempotency -s PG_CFLAGS="$PG_CFLAGS_STRICT" all install >&2 || return 1
+	echo "$broot"
 }
 
-# install_pg15 ROOT MAJOR: copy this machine's PostgreSQL 15 (with the
-# extension as just built) into ROOT, with the libraries it needs that ROOT
-# lacks.  15.20 and later store a column option, pg_attver, in every table
-# that a new major released before them rejects (18.6, the newest 18 the
-# mirror has, does), so pg_upgrade from them to it fails whatever the tables
-# hold; for such a MAJOR the server part of the copy (the postgresql-15
-# package, not the client) comes from the newest earlier 15 on the mirror.
+# install_pg15 ROOT MAJOR: copy a PostgreSQL 15 with the extension into ROOT
+# under /opt/pg15, with the libraries it needs that ROOT lacks.  Normally
+# this machine's, as the native run just built and installed it.  But 15.20
+# and later store a column option, pg_attver, in every table, which a new
+# major released before them rejects (18.6, the newest 18 on the mirror,
+# does), so pg_upgrade from them to it fails whatever the tables hold; for
+# such a MAJOR the copy is the PostgreSQL 15 of the mirror's bookworm suite
+# (15.18 today) with the extension built against it (pg15_root): a library
+# built against 15.20's headers does not load into 15.18.
 install_pg15() {
-	local root=$1 major=$2 bindir=$PG_BINDIR sharedir dest libs lib path round earlier
-	sharedir=$("$bindir/pg_config" --sharedir)
-	dest="$root$PG15_IN_ROOT"
-	rm -rf "$dest"
-	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" "$dest/compat-lib"
-	cp -a "$(dirname "$bindir")" "$dest/usr/lib/postgresql/$NATIVE_MAJOR"
-	cp -a "$sharedir" "$dest/usr/share/postgresql/$NATIVE_MAJOR"
-	if grep -qa pg_attver "$bindir/postgres" &&
+	local root=$1 major=$2 from="" libdir sharedir dest libs lib path round
+	libdir=$(dirname "$PG_BINDIR")
+	sharedir=$("$PG_BINDIR/pg_config" --sharedir)
+	if grep -qa pg_attver "$PG_BINDIR/postgres" &&
 		! grep -qa pg_attver "$root/usr/lib/postgresql/$major/bin/postgres"; then
-		if ! earlier=$(earlier_pg15); then
+		from=$(pg15_root) || return 1
+		libdir="$from/usr/lib/postgresql/$NATIVE_MAJOR"
+		sharedir="$from/usr/share/postgresql/$NATIVE_MAJOR"
+		if grep -qa pg_attver "$libdir/bin/postgres"; then
 			echo "no PostgreSQL $NATIVE_MAJOR on the mirror that $major can upgrade from" >&2
 			return 1
 		fi
-		echo "==> PostgreSQL $major predates pg_attver: upgrading from ${earlier##*/}" >&2
-		cp -a "$earlier/usr/lib/postgresql/$NATIVE_MAJOR/." "$dest/usr/lib/postgresql/$NATIVE_MAJOR/"
-		cp -a "$earlier/usr/share/postgresql/$NATIVE_MAJOR/." "$dest/usr/share/postgresql/$NATIVE_MAJOR/"
+		echo "==> PostgreSQL $major predates pg_attver: upgrading from the $NATIVE_MAJOR of $from" >&2
 	fi
+	dest="$root$PG15_IN_ROOT"
+	rm -rf "$dest"
+	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" "$dest/compat-lib"
+	cp -a "$libdir" "$dest/usr/lib/postgresql/$NATIVE_MAJOR"
+	cp -a "$sharedir" "$dest/usr/share/postgresql/$NATIVE_MAJOR"
 	# no JIT for the old server: it would drag in LLVM
 	rm -rf "$dest/usr/lib/postgresql/$NATIVE_MAJOR/lib/llvmjit"* \
 		"$dest/usr/lib/postgresql/$NATIVE_MAJOR/lib/bitcode"
@@ -190,9 +189,16 @@ install_pg15() {
 		libs=$(missing_libs "$root")
 		[ -n "$libs" ] || return 0
 		for lib in $libs; do
-			path=$(ldconfig -p | awk -v s="$lib" '$1 == s && /x86-64/ { print $NF; exit }')
+			# from the system the copy came from: this machine, or the bookworm root
+			if [ -n "$from" ]; then
+				path=$(chroot "$from" /sbin/ldconfig -p |
+					awk -v s="$lib" '$1 == s && /x86-64/ { print $NF; exit }')
+				[ -z "$path" ] || path="$from$path"
+			else
+				path=$(ldconfig -p | awk -v s="$lib" '$1 == s && /x86-64/ { print $NF; exit }')
+			fi
 			if [ -z "$path" ]; then
-				echo "PostgreSQL $NATIVE_MAJOR needs $lib, which this machine lacks" >&2
+				echo "PostgreSQL $NATIVE_MAJOR needs $lib, which its system lacks" >&2
 				return 1
 			fi
 			cp -L "$path" "$dest/compat-lib/"
@@ -209,11 +215,13 @@ run_native() {
 
 # run_in_root MAJOR ROOT: run_all.sh inside ROOT, on a fresh copy of the tree
 run_in_root() {
-	local major=$1 root=$2 rc
+	local major=$1 root=$2 rc start
 	rm -rf "$root/build" "$root"/tmp/idempotency*
 	copy_tree "$top" "$root/build/idempotency"
 	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+	start=$SECONDS
 	install_pg15 "$root" "$major" || return 1
+	echo "$((SECONDS - start))" >"$logdir/pg$major.prepare"
 
 	# /proc, and a private /dev/shm for the servers' shared memory; the
 	# root's own /dev holds the device nodes (mmdebstrap made them), so
@@ -274,7 +282,8 @@ for major in "${ordered[@]}"; do
 			current_root=$root
 			run_in_root "$major" "$root" 2>&1 | tee "$log"
 			rc=${PIPESTATUS[0]}
-			times[$major]="$((SECONDS - start)) s (root $made s, suites $((SECONDS - start - made)) s)"
+			prepared=$(cat "$logdir/pg$major.prepare" 2>/dev/null || echo 0)
+			times[$major]="$((SECONDS - start)) s (root $made s, PostgreSQL $NATIVE_MAJOR for pg_upgrade $prepared s, build and suites $((SECONDS - start - made - prepared)) s)"
 		else
 			rc=1
 			echo "could not make the ${SUITE_OF[$major]} root" >"$log"
@@ -301,5 +310,6 @@ for major in "${ordered[@]}"; do
 	esac
 done
 echo "logs: $logdir"
+echo "total: $SECONDS s"
 echo "majors: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -127,8 +127,9 @@ facts(fact) AS (
 	SELECT 'index ' || pg_get_indexdef(i.indexrelid)
 	  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid, ns WHERE c.relnamespace = ns.oid
 	UNION ALL
+	-- NOT NULL: attnotnull above (18 also lists them here)
 	SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
-	  FROM pg_constraint WHERE connamespace = 'idempotency'::regnamespace
+	  FROM pg_constraint WHERE connamespace = 'idempotency'::regnamespace AND contype <> 'n'
 	UNION ALL
 	SELECT 'policy ' || polrelid::regclass || ' ' || polname || ' ' || polcmd::text || ' '
 		   || coalesce(pg_get_expr(polqual, polrelid), '') || ' '
