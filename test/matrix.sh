@@ -245,7 +245,7 @@ run_in_root() {
 
 # summary LOG: the closing lines of a run_all.sh log, on one line
 summary() {
-	grep -E '^(suites|tests): ' "$1" | tr '\n' ' ' | sed 's/ $//'
+	grep -E '^(suites|files|tests|assertions[^:]*): ' "$1" | tr '\n' ';' | sed 's/;$//; s/;/; /g'
 }
 
 # the native major always runs first: it builds and installs the extension
