@@ -3,9 +3,11 @@
  * compat.h
  *	  Version-dependent includes and macros, kept in one place.
  *
- * The extension targets PostgreSQL 15, the version the project's machines
- * run.  Anything that differs between majors goes here, never as #if at a
- * call site.
+ * The extension supports PostgreSQL 15 and later; it is tested on 15, 17 and
+ * 18 (test/matrix.sh).  Anything that differs between majors goes here,
+ * never as #if at a call site.  Where a later major offers something better
+ * (custom wait events on 17, module metadata on 18, interruptible workers
+ * after 18) the macro gives it there and the plain equivalent on 15.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -19,8 +21,16 @@
 
 #include "postgres.h"
 
+#include "postmaster/bgworker.h"
+#include "utils/wait_event.h"
+
 #if PG_VERSION_NUM < 150000
-#error "idempotency requires PostgreSQL 15 or later"
+#error "idempotency requires PostgreSQL 15 or later: build it with the pg_config of a PostgreSQL 15, 16, 17 or 18 installation"
+#endif
+
+/* 16 moved the varlena macros (VARDATA_ANY, ...) out of postgres.h. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
 #endif
 
 /* MarkGUCPrefixReserved() appeared in 15; older majors had EmitWarnings... */
@@ -39,6 +49,44 @@
 #include "utils/acl.h"
 #define IdempotencyDatabaseAclCheck(dbid, roleid, mode) \
 	pg_database_aclcheck((dbid), (roleid), (mode))
+#endif
+
+/*
+ * Module magic.  18 records the library's name and version, which
+ * pg_get_loaded_modules() shows; earlier majors only check the ABI.
+ */
+#define IDEMPOTENCY_LIBRARY_VERSION "1.0"
+#ifdef PG_MODULE_MAGIC_EXT
+#define IDEMPOTENCY_MODULE_MAGIC \
+	PG_MODULE_MAGIC_EXT(.name = "idempotency", .version = IDEMPOTENCY_LIBRARY_VERSION)
+#else
+#define IDEMPOTENCY_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
+
+/*
+ * Wait events.  17 lets an extension name its waits, so that
+ * pg_stat_activity.wait_event shows "IdempotencyLauncherMain" rather than
+ * "Extension"; the name is registered in shared memory on first use, by the
+ * process that waits.  On 15 every extension wait is PG_WAIT_EXTENSION.
+ */
+#if PG_VERSION_NUM >= 170000
+#define IdempotencyWaitEventNew(name) WaitEventExtensionNew(name)
+#else
+#define IdempotencyWaitEventNew(name) ((void) (name), (uint32) PG_WAIT_EXTENSION)
+#endif
+
+/*
+ * Background worker flags.  A worker started with BGWORKER_INTERRUPTIBLE is
+ * terminated by DROP DATABASE (and ALTER DATABASE RENAME, CREATE DATABASE
+ * ... TEMPLATE) instead of making it wait and fail.  The flag is not in 18
+ * (18.6 has no such flag) but in the major after it; there the cleanup
+ * worker gets it, and before it the flag is 0 and the worker's short passes
+ * keep out of the way.
+ */
+#ifdef BGWORKER_INTERRUPTIBLE
+#define IDEMPOTENCY_BGWORKER_INTERRUPTIBLE BGWORKER_INTERRUPTIBLE
+#else
+#define IDEMPOTENCY_BGWORKER_INTERRUPTIBLE 0
 #endif
 
 #endif							/* IDEMPOTENCY_COMPAT_H */

@@ -26,7 +26,7 @@
 #include "compat.h"
 #include "idempotency.h"
 
-PG_MODULE_MAGIC;
+IDEMPOTENCY_MODULE_MAGIC;
 
 /* Largest response, in kilobytes, that idempotent_finish stores. */
 int			idempotency_max_response_size = 1024;

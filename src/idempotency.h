@@ -21,6 +21,8 @@
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+
 /* The longest key, in bytes, that idempotency.key accepts. */
 #define IDEMPOTENCY_KEY_MAXLEN	255
 

@@ -189,3 +189,19 @@ key_from_text(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(IdempotencyKeyFromBytes(VARDATA_ANY(t),
 											 VARSIZE_ANY_EXHDR(t)));
 }
+
+/*
+ * key_to_text
+ *		The cast to text.  A key is already a valid text, so this returns
+ *		its argument; it exists because a cast WITHOUT FUNCTION makes
+ *		"key::text" a relabelling that the planner matches to an index on
+ *		the key column, and PostgreSQL 18 then fails to plan LIKE or
+ *		starts_with() on it ("cache lookup failed for collation 0"): the
+ *		key type has no collation.
+ */
+PG_FUNCTION_INFO_V1(key_to_text);
+Datum
+key_to_text(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(PG_GETARG_DATUM(0));
+}

@@ -325,7 +325,9 @@ launcher_start_worker(Oid dbid, Oid roleid, bool first)
 	pid_t		pid;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* on 18, DROP DATABASE and the like terminate it rather than wait */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION |
+		IDEMPOTENCY_BGWORKER_INTERRUPTIBLE;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idempotency");
@@ -408,13 +410,19 @@ launcher_reload_config(void)
 static bool
 launcher_pause(TimestampTz resume_at)
 {
+	static uint32 wait_event = 0;
+
+	/* the rate cap's pause, under its own name in pg_stat_activity (17+) */
+	if (wait_event == 0)
+		wait_event = IdempotencyWaitEventNew("IdempotencyCleanupThrottle");
+
 	for (;;)
 	{
 		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), resume_at);
 
 		if (timeout > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, PG_WAIT_EXTENSION);
+							 timeout, wait_event);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -534,11 +542,13 @@ idempotency_launcher_main(Datum main_arg)
 {
 	MemoryContext passcxt;
 	TimestampTz last_pass;
+	uint32		wait_event;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	wait_event = IdempotencyWaitEventNew("IdempotencyLauncherMain");
 
 	passcxt = AllocSetContextCreate(TopMemoryContext, "idempotency launcher pass context",
 									ALLOCSET_DEFAULT_SIZES);
@@ -559,7 +569,7 @@ idempotency_launcher_main(Datum main_arg)
 
 		if (timeout > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, PG_WAIT_EXTENSION);
+							 timeout, wait_event);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 

@@ -14,6 +14,15 @@ PG_CFLAGS_STRICT="-Wall -Wextra -Werror -Wno-unused-parameter -DUSE_ASSERT_CHECK
 PG_CFLAGS_RELEASE="-Wall -Wextra -Werror -Wno-unused-parameter"
 export PATH="$PG_BINDIR:$PATH"
 
+# suite_packages [MAJOR]: the Debian packages that building and every suite
+# need, for one major (default $PG_MAJOR); test/matrix.sh installs the same
+# list into the Debian roots of the other majors
+suite_packages() {
+	local major=${1:-$PG_MAJOR}
+	echo make gcc libc6-dev git postgresql-$major postgresql-server-dev-$major \
+		postgresql-$major-pgtap libipc-run-perl
+}
+
 # install_packages PKG...: install any that are missing, as root
 install_packages() {
 	local missing=()

@@ -25,8 +25,8 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
-install_packages make gcc libc6-dev git postgresql-$PG_MAJOR \
-	postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap libipc-run-perl
+# shellcheck disable=SC2046
+install_packages $(suite_packages)
 build_and_install "$top"
 
 work=$(private_copy "$top")

@@ -92,8 +92,13 @@ CREATE CAST (pg_catalog.text AS idempotency.key)
 	WITH FUNCTION idempotency.key(pg_catalog.text) AS ASSIGNMENT;
 CREATE CAST (pg_catalog.varchar AS idempotency.key)
 	WITH FUNCTION idempotency.key(pg_catalog.text) AS ASSIGNMENT;
+-- a function, not WITHOUT FUNCTION: see key_to_text in src/key.c
+CREATE FUNCTION idempotency.text(idempotency.key)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'key_to_text' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
 CREATE CAST (idempotency.key AS pg_catalog.text)
-	WITHOUT FUNCTION AS IMPLICIT;
+	WITH FUNCTION idempotency.text(idempotency.key) AS IMPLICIT;
 
 /*
  * Comparison.  The operators live in pg_catalog, because that is the one
