@@ -89,4 +89,17 @@
 #define IDEMPOTENCY_BGWORKER_INTERRUPTIBLE 0
 #endif
 
+
+/*
+ * A function that does not return: 18 replaced the pg_attribute_noreturn()
+ * suffix with a pg_noreturn prefix.  Declarations carry both; each major
+ * defines the one it has.
+ */
+#ifndef pg_noreturn
+#define pg_noreturn
+#endif
+#ifndef pg_attribute_noreturn
+#define pg_attribute_noreturn()
+#endif
+
 #endif							/* IDEMPOTENCY_COMPAT_H */

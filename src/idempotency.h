@@ -206,7 +206,7 @@ extern uint64 RegistryExecute(RegistryStmt stmt, Datum *values,
 							  const char *nulls);
 extern int32 RegistryFence(void);
 extern bool RegistryTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
-extern void IdempotencyRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
+extern pg_noreturn void IdempotencyRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
 
 extern Datum RegistryOwnerName(Oid roleid);
 
