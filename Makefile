@@ -15,6 +15,7 @@ OBJS = \
 	src/worker.o \
 	src/statemachine.o \
 	src/transition.o \
+	src/trigger_ddl.o \
 	src/history.o \
 	src/inbox.o \
 	src/locks.o \
@@ -55,6 +56,7 @@ include $(PGXS)
 # PGXS tracks no header dependencies; every object includes both headers,
 # and an enum or struct that changes under a stale object is a crash.
 $(OBJS): src/idempotency.h src/compat.h
+src/key.o: src/key_charsets.h
 
 .PHONY: pgtapcheck dist
 
