@@ -59,13 +59,18 @@ include $(PGXS)
 $(OBJS): src/idempotency.h src/compat.h
 src/key.o: src/key_charsets.h
 
-.PHONY: pgtapcheck dist
+.PHONY: pgtapcheck sanitizecheck dist
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
 		--temp-instance=./tmp_check_pgtap --temp-config=test/idempotency.conf \
 		--load-extension=idempotency --load-extension=pgtap \
 		$(PGTAP)
+
+# The regression and isolation suites against a build with AddressSanitizer
+# and UndefinedBehaviorSanitizer, in a private copy of the installation.
+sanitizecheck:
+	bash test/sanitize.sh '$(PG_CONFIG)'
 
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \

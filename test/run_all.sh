@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 #
 # Runs every test suite: pg_regress (sql/, expected/), isolation specs
-# (test/specs), TAP tests (test/t) and pgTAP (test/pgtap), each on throwaway
-# instances that pg_regress or PostgreSQL::Test::Cluster start themselves.
+# (test/specs), TAP tests (test/t), pgTAP (test/pgtap) and the regression and
+# isolation suites again against a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
+# that pg_regress or PostgreSQL::Test::Cluster start themselves.
 # Run as root on Debian 12: it installs the packages it needs, builds with
 # warnings as errors and installs the extension first.  Exits non-zero if
 # anything fails, after printing the diffs.
@@ -12,7 +14,8 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
 install_packages make gcc libc6-dev git postgresql-$PG_MAJOR \
-	postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap libipc-run-perl
+	postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap libipc-run-perl \
+	libasan8 libubsan1
 build_and_install "$top"
 
 work=$(private_copy "$top")
@@ -53,6 +56,7 @@ suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
 suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
+suite "sanitizers" sanitizecheck
 
 echo
 if [ "$failed" -ne 0 ]; then
