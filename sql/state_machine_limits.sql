@@ -94,6 +94,8 @@ INSERT INTO w VALUES (1, 's1');
 -- the value in a "Found" detail is cut too
 SELECT idempotency.define_state_machine('bad', jsonb_build_object('a', jsonb_build_array(jsonb_build_array(repeat('x', 300)))));
 SELECT idempotency.define_state_machine('bad', jsonb_build_object('a', repeat('x', 300)));
+SELECT idempotency.define_state_machine('bad', jsonb_build_object('a', jsonb_build_array((SELECT jsonb_agg(g) FROM generate_series(1, 5000) AS g))));
+SELECT idempotency.define_state_machine('bad', jsonb_build_object('a', (SELECT jsonb_object_agg(g, g) FROM generate_series(1, 5000) AS g)));
 
 -- the limit's error in every kind of transaction, each followed by work
 -- that commits

@@ -54,6 +54,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -210,16 +211,35 @@ machine_build_pair(MachineBuild *b, int from, int to)
 
 /*
  * machine_json_display
- *		A JSON value as text for a message, cut after JSON_DISPLAY_MAXLEN
- *		bytes.
+ *		A JSON value as text for a message, cut after about
+ *		JSON_DISPLAY_MAXLEN bytes.  A long string is cut before it is
+ *		escaped, and a large array or object is not printed at all, so that
+ *		the message never costs more memory than the value itself.
  */
 static char *
 machine_json_display(JsonbValue *v)
 {
-	Jsonb	   *jb = JsonbValueToJsonb(v);
-	char	   *str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-	int			len = strlen(str);
+	Jsonb	   *jb;
+	char	   *str;
+	int			len;
 
+	if (v->type == jbvString && v->val.string.len > JSON_DISPLAY_MAXLEN)
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		escape_json(&buf, pnstrdup(v->val.string.val,
+								   pg_mbcliplen(v->val.string.val, v->val.string.len,
+												JSON_DISPLAY_MAXLEN)));
+		buf.data[buf.len - 1] = '\0';	/* no closing quote: there is more */
+		return psprintf("%s...", buf.data);
+	}
+	if (v->type == jbvBinary && v->val.binary.len > 64 * JSON_DISPLAY_MAXLEN)
+		return pstrdup(JsonContainerIsArray(v->val.binary.data) ? "[...]" : "{...}");
+
+	jb = JsonbValueToJsonb(v);
+	str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	len = strlen(str);
 	if (len > JSON_DISPLAY_MAXLEN)
 	{
 		len = pg_mbcliplen(str, len, JSON_DISPLAY_MAXLEN);
