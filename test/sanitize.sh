@@ -135,7 +135,8 @@ fi
 # The suites, against the private installation
 status=0
 echo "==> regression and isolation suites"
-make -C "$build" -s installcheck PG_CONFIG="$tree$bindir/pg_config" TAP_TESTS= || status=1
+make -C "$build" -s installcheck PG_CONFIG="$tree$bindir/pg_config" ISOLATION= TAP_TESTS= || status=1
+make -C "$build" -s installcheck PG_CONFIG="$tree$bindir/pg_config" REGRESS= TAP_TESTS= || status=1
 
 if compgen -G "$reports/*" >/dev/null; then
 	echo "==> sanitizer reports"

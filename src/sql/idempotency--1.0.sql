@@ -386,7 +386,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) IS
-'define or replace a state machine: each state mapped to the states it may move to';
+'define or replace a state machine: each state mapped to the states it may move to (at most 10000 states and 100000 transitions)';
 
 REVOKE ALL ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) FROM PUBLIC;
 
