@@ -3,7 +3,7 @@
 -- characters (C0, DEL, C1), format characters (Cf), line or paragraph
 -- separators, or noncharacters anywhere, and no white space (Zs) at either
 -- end.  Every way in (text input, the casts, make_key, binary input) shares
--- the check.  Other encodings: test/t/006_key_encodings.pl.
+-- the check.  Other encodings: test/t/011_key_encodings.pl.
 -- Also: the NULL arguments of grant_usage and drop_state_machine.
 --
 SET search_path = public;
