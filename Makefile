@@ -17,6 +17,7 @@ OBJS = \
 	src/worker.o \
 	src/statemachine.o \
 	src/transition.o \
+	src/trigger_ddl.o \
 	src/history.o \
 	src/inbox.o \
 	src/locks.o \
@@ -33,7 +34,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
 REGRESS = key_type key_operators make_key registry registry_errors http_layer defer_claim roles role_names permission_hint cleanup state_machine inbox tokens stats hostile_setup \
-	error_contexts
+	error_contexts state_machine_limits key_printable trigger_checks
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
@@ -63,14 +64,20 @@ include $(PGXS)
 # PGXS tracks no header dependencies; every object includes both headers,
 # and an enum or struct that changes under a stale object is a crash.
 $(OBJS): src/idempotency.h src/compat.h
+src/key.o: src/key_charsets.h
 
-.PHONY: pgtapcheck dist
+.PHONY: pgtapcheck sanitizecheck dist
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
 		--temp-instance=./tmp_check_pgtap --temp-config=test/idempotency.conf \
 		--load-extension=idempotency --load-extension=pgtap \
 		$(PGTAP)
+
+# The regression and isolation suites against a build with AddressSanitizer
+# and UndefinedBehaviorSanitizer, in a private copy of the installation.
+sanitizecheck:
+	bash test/sanitize.sh '$(PG_CONFIG)'
 
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \

@@ -116,8 +116,11 @@ INSERT INTO ledger VALUES (1, 9000000000), (2, 5);
 UPDATE ledger SET id = id;
 SELECT * FROM ledger ORDER BY id;
 UPDATE ledger SET id = id;
--- misuse
+-- misuse: refused when the trigger is created (sql/trigger_checks.sql) ...
 CREATE TABLE wrong (id int PRIMARY KEY, version text);
+CREATE TRIGGER wrong_type BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+-- ... and at the first row if it was created while that check was off
+ALTER EVENT TRIGGER idempotency_check_new_triggers DISABLE;
 CREATE TRIGGER wrong_type BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
 INSERT INTO wrong VALUES (1, 'a');
 UPDATE wrong SET id = 2;
@@ -127,6 +130,7 @@ INSERT INTO wrong VALUES (3, 'a');
 DROP TRIGGER wrong_event ON wrong;
 CREATE TRIGGER wrong_column BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('nope');
 UPDATE wrong SET id = 2;
+ALTER EVENT TRIGGER idempotency_check_new_triggers ENABLE;
 DROP TABLE wrong;
 
 DROP TABLE accounts, ledger;

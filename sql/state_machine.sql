@@ -153,8 +153,13 @@ UPDATE orders_p SET status = 'refunding' WHERE region = 'us';
 UPDATE orders_p_us SET status = 'refunding';
 SELECT * FROM orders_p ORDER BY id;
 
--- misuse
+-- misuse: a trigger defined wrongly is refused when it is created
+-- (sql/trigger_checks.sql has every case) ...
 CREATE TABLE misuse (id int PRIMARY KEY, status text);
+CREATE TRIGGER t_after AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('order_status', 'status');
+CREATE TRIGGER t_machine BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('no_such_machine', 'status');
+-- ... and at its first row if it was created while that check was off
+ALTER EVENT TRIGGER idempotency_check_new_triggers DISABLE;
 CREATE TRIGGER t_after AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('order_status', 'status');
 INSERT INTO misuse VALUES (1, 'created');
 DROP TRIGGER t_after ON misuse;
@@ -174,6 +179,7 @@ DROP TRIGGER t_column ON misuse;
 CREATE TRIGGER t_machine BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('no_such_machine', 'status');
 INSERT INTO misuse VALUES (2, 'created');
 DROP TRIGGER t_machine ON misuse;
+ALTER EVENT TRIGGER idempotency_check_new_triggers ENABLE;
 SELECT idempotency.check_transition();
 DROP TABLE misuse;
 
@@ -238,9 +244,13 @@ RESET ROLE;
 UPDATE idempotency.state_history SET expires_at = now() - interval '1 second';
 SELECT idempotency.cleanup();
 SELECT count(*) AS history_left FROM idempotency.state_history;
--- a table without a primary key cannot have history
+-- a table without a primary key cannot have history: refused when the
+-- trigger is created, and at the first row if that check was off
 CREATE TABLE no_pk (status text);
 CREATE TRIGGER no_pk_history AFTER INSERT ON no_pk FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+ALTER EVENT TRIGGER idempotency_check_new_triggers DISABLE;
+CREATE TRIGGER no_pk_history AFTER INSERT ON no_pk FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+ALTER EVENT TRIGGER idempotency_check_new_triggers ENABLE;
 INSERT INTO no_pk VALUES ('created');
 DROP TABLE no_pk;
 

@@ -26,6 +26,7 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -115,6 +116,51 @@ history_row_key(Relation rel, HeapTuple tuple)
 	return JsonbValueToJsonb(result);
 }
 
+/*
+ * HistoryCheckTrigger
+ *		Check how a record_transition trigger is defined: AFTER INSERT and/or
+ *		UPDATE, FOR EACH ROW, with one argument, a column of the table, on a
+ *		table with a primary key.  Returns the column's number.  Runs when the
+ *		trigger is created (trigger_ddl.c) and for every row.
+ */
+AttrNumber
+HistoryCheckTrigger(Relation rel, Trigger *trigger)
+{
+	AttrNumber	attnum;
+
+	if (!TRIGGER_FOR_ROW(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("record_transition: must be fired for each row")));
+	if (!TRIGGER_FOR_AFTER(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("record_transition: must be fired after the event")));
+	if (TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("record_transition: must be fired for INSERT or UPDATE")));
+	if (trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("record_transition: trigger \"%s\" must have one argument, the state column",
+						trigger->tgname)));
+
+	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[0]);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						trigger->tgargs[0], RelationGetRelationName(rel))));
+
+	if (RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
+				 errdetail("record_transition identifies the rows it records by their primary key.")));
+	return attnum;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_record_transition);
 
 /*
@@ -140,28 +186,10 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("record_transition: must be called as trigger")));
-	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired for each row")));
-	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired after the event")));
-	if (trigdata->tg_trigger->tgnargs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: trigger \"%s\" must have one argument, the state column",
-						trigdata->tg_trigger->tgname)));
 
 	rel = trigdata->tg_relation;
 	tupdesc = RelationGetDescr(rel);
-	attnum = SPI_fnumber(tupdesc, trigdata->tg_trigger->tgargs[0]);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						trigdata->tg_trigger->tgargs[0], RelationGetRelationName(rel))));
+	attnum = HistoryCheckTrigger(rel, trigdata->tg_trigger);
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		newtuple = trigdata->tg_trigtuple;
@@ -171,9 +199,7 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 		from_state = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, attnum);
 	}
 	else
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired for INSERT or UPDATE")));
+		elog(ERROR, "record_transition: unrecognized operation");
 
 	to_state = SPI_getvalue(newtuple, tupdesc, attnum);
 	if (to_state == NULL ||

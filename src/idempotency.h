@@ -19,6 +19,7 @@
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "utils/relcache.h"
+#include "utils/reltrigger.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -118,6 +119,15 @@ extern CleanupStatus *CleanupStatusFor(Oid dbid);
 /*
  * statemachine.c: per-backend cache of state machine definitions.
  */
+/*
+ * Limits of a state machine definition, so that every backend's cached copy
+ * stays small: states, transitions (entries of its arrays) and the length of
+ * a state name in bytes.
+ */
+#define IDEMPOTENCY_SM_MAX_STATES		10000
+#define IDEMPOTENCY_SM_MAX_TRANSITIONS	100000
+#define IDEMPOTENCY_SM_MAX_STATE_LEN	255
+
 typedef struct StateMachine
 {
 	char		name[NAMEDATALEN];	/* hash key */
@@ -126,14 +136,34 @@ typedef struct StateMachine
 	char	  **states;			/* state names, in definition order */
 	int		   *state_lens;
 	bool	   *initial;		/* [nstates] */
-	bool	   *allowed;		/* [from * nstates + to] */
+	int32	   *targets_start;	/* [nstates + 1]: state i's targets are */
+	int32	   *targets;		/* targets[targets_start[i] .. [i + 1]), sorted */
+	int32	   *slots;			/* hash of names: state index + 1, 0 if free */
+	uint32		slot_mask;		/* number of slots - 1 */
 	MemoryContext cxt;			/* holds all of the above */
 } StateMachine;
 
 extern uint64 StateMachineCacheGeneration;
 extern StateMachine *StateMachineLookup(const char *name);
 extern int	StateMachineFindState(StateMachine *machine, const char *state, int len);
+extern bool StateMachineAllows(StateMachine *machine, int from, int to);
 extern char *StateMachineAllowedList(StateMachine *machine, int from);
+extern char *StateMachineInitialList(StateMachine *machine);
+
+/*
+ * The checks of how each of our triggers is defined, run when a trigger is
+ * created (trigger_ddl.c) and when it fires; each returns the number of the
+ * column the trigger names.
+ */
+extern AttrNumber TransitionCheckTrigger(Relation rel, Trigger *trigger,
+										 bool machine_must_exist);
+extern AttrNumber HistoryCheckTrigger(Relation rel, Trigger *trigger);
+extern AttrNumber VersionGuardCheckTrigger(Relation rel, Trigger *trigger);
+
+/* The trigger functions themselves, which trigger_ddl.c recognises. */
+extern PGDLLEXPORT Datum idempotency_check_transition(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum idempotency_record_transition(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum idempotency_version_guard(PG_FUNCTION_ARGS);
 
 /* stats.c: counted per backend, added to shared memory at transaction end */
 extern uint64 IdempotencyLocalStats[STAT_NUM];

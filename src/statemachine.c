@@ -1,13 +1,28 @@
 /*-------------------------------------------------------------------------
  *
  * statemachine.c
- *	  State machine definitions: a per-backend cache of
- *	  idempotency.state_machines, and the SQL functions that read it.
+ *	  State machine definitions: define_state_machine's validation, a
+ *	  per-backend cache of idempotency.state_machines, and the SQL functions
+ *	  that read it.
+ *
+ * A definition is a JSON object mapping each state to the array of states it
+ * may move to.  One parser (machine_parse) checks it and turns it into the
+ * cached form, both when define_state_machine stores it and when a backend
+ * loads it, so that no definition reaches the cache without the checks.
+ *
+ * The cached form is linear in the size of the definition: the state names
+ * in one buffer, an open-addressing hash table from name to index, and the
+ * transitions as one sorted target list per state (a compressed sparse row
+ * layout).  Finding a state is one hash probe, checking a transition a binary
+ * search in the source state's targets.  A machine has at most
+ * IDEMPOTENCY_SM_MAX_STATES states and IDEMPOTENCY_SM_MAX_TRANSITIONS
+ * transitions, so that every backend's copy stays small (about 60 bytes per
+ * state and 4 per transition, plus the names) and no function that reads a
+ * machine can run into an allocation limit.
  *
  * The transition checker runs for every row written, so it must not run SQL
  * per row.  Each backend keeps the machines it has used in a hash table under
- * CacheMemoryContext, as arrays: state names, an "initial" flag per state and
- * an nstates x nstates matrix of allowed transitions.
+ * CacheMemoryContext, each in a memory context of its own.
  *
  * Invalidation: a statement-level trigger on idempotency.state_machines
  * (state_machines_changed, in transition.c) sends a relcache invalidation of
@@ -29,13 +44,16 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -43,11 +61,433 @@
 
 #include "idempotency.h"
 
+/* The longest machine name, in bytes (it is the cache's hash key). */
+#define MACHINE_NAME_MAXLEN		(NAMEDATALEN - 1)
+
+/* How many states a message lists before it says how many more there are. */
+#define STATE_LIST_MAX			50
+
+/* How many bytes of an offending JSON value a message shows. */
+#define JSON_DISPLAY_MAXLEN		200
+
 uint64		StateMachineCacheGeneration = 1;
 
 static HTAB *machine_cache = NULL;
 static Oid	machines_relid = InvalidOid;
 static SPIPlanPtr machine_plan = NULL;
+
+/*
+ * A definition while it is parsed: states are added as they are first seen,
+ * transitions as (from, to) pairs in the order of the definition.
+ */
+typedef struct MachineBuild
+{
+	const char *machine;		/* for messages */
+	StringInfoData names;		/* every state name, each followed by '\0' */
+	int			nstates;
+	int			maxstates;		/* allocated length of offsets and lens */
+	int		   *offsets;		/* [nstates]: where each name starts */
+	int		   *lens;
+	bool	   *incoming;		/* [nstates]: some transition leads here */
+	int32	   *slots;			/* hash table: state index + 1, 0 if free */
+	uint32		slot_mask;		/* number of slots - 1 (a power of 2 - 1) */
+	int			npairs;
+	int			maxpairs;
+	int32	   *pair_from;
+	int32	   *pair_to;
+} MachineBuild;
+
+/*
+ * machine_slot
+ *		The slot where a name is, or where it would go.  The table is never
+ *		more than half full, so the probe always ends.
+ */
+static uint32
+machine_slot(const int32 *slots, uint32 mask, const char *names,
+			 const int *offsets, const int *lens, const char *name, int len)
+{
+	uint32		i = hash_bytes((const unsigned char *) name, len) & mask;
+
+	for (;;)
+	{
+		int32		s = slots[i];
+
+		if (s == 0 ||
+			(lens[s - 1] == len && memcmp(names + offsets[s - 1], name, len) == 0))
+			return i;
+		i = (i + 1) & mask;
+	}
+}
+
+/*
+ * machine_build_grow_slots
+ *		Double the hash table and put every state back in.
+ */
+static void
+machine_build_grow_slots(MachineBuild *b)
+{
+	uint32		nslots = (b->slot_mask + 1) * 2;
+
+	pfree(b->slots);
+	b->slots = palloc0(sizeof(int32) * nslots);
+	b->slot_mask = nslots - 1;
+	for (int s = 0; s < b->nstates; s++)
+		b->slots[machine_slot(b->slots, b->slot_mask, b->names.data, b->offsets,
+							  b->lens, b->names.data + b->offsets[s], b->lens[s])] = s + 1;
+}
+
+/*
+ * machine_build_state
+ *		The index of a state, added if it is new; an error past the limits.
+ */
+static int
+machine_build_state(MachineBuild *b, const char *name, int len)
+{
+	uint32		slot;
+
+	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("state name \"%s\" of state machine \"%s\" is too long",
+						IdempotencyDisplayValue(name, len), b->machine),
+				 errdetail("State names are at most %d bytes long.",
+						   IDEMPOTENCY_SM_MAX_STATE_LEN)));
+
+	slot = machine_slot(b->slots, b->slot_mask, b->names.data, b->offsets,
+						b->lens, name, len);
+	if (b->slots[slot] != 0)
+		return b->slots[slot] - 1;
+
+	if (b->nstates >= IDEMPOTENCY_SM_MAX_STATES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("state machine \"%s\" has too many states", b->machine),
+				 errdetail("A state machine can have at most %d states.",
+						   IDEMPOTENCY_SM_MAX_STATES)));
+	if (b->nstates == b->maxstates)
+	{
+		b->maxstates *= 2;
+		b->offsets = repalloc(b->offsets, sizeof(int) * b->maxstates);
+		b->lens = repalloc(b->lens, sizeof(int) * b->maxstates);
+		b->incoming = repalloc(b->incoming, sizeof(bool) * b->maxstates);
+	}
+	b->offsets[b->nstates] = b->names.len;
+	b->lens[b->nstates] = len;
+	b->incoming[b->nstates] = false;
+	appendBinaryStringInfo(&b->names, name, len);
+	appendStringInfoChar(&b->names, '\0');
+	b->slots[slot] = b->nstates + 1;
+	b->nstates++;
+	if ((uint32) b->nstates * 2 > b->slot_mask + 1)
+		machine_build_grow_slots(b);
+	return b->nstates - 1;
+}
+
+/*
+ * machine_build_pair
+ *		Remember one transition; an error past the limit.
+ */
+static void
+machine_build_pair(MachineBuild *b, int from, int to)
+{
+	if (b->npairs >= IDEMPOTENCY_SM_MAX_TRANSITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("state machine \"%s\" has too many transitions", b->machine),
+				 errdetail("A state machine can have at most %d transitions.",
+						   IDEMPOTENCY_SM_MAX_TRANSITIONS)));
+	if (b->npairs == b->maxpairs)
+	{
+		b->maxpairs *= 2;
+		b->pair_from = repalloc(b->pair_from, sizeof(int32) * b->maxpairs);
+		b->pair_to = repalloc(b->pair_to, sizeof(int32) * b->maxpairs);
+	}
+	b->pair_from[b->npairs] = from;
+	b->pair_to[b->npairs] = to;
+	b->npairs++;
+	b->incoming[to] = true;
+}
+
+/*
+ * machine_json_display
+ *		A JSON value as text for a message, cut after about
+ *		JSON_DISPLAY_MAXLEN bytes.  A long string is cut before it is
+ *		escaped, and a large array or object is not printed at all, so that
+ *		the message never costs more memory than the value itself.
+ */
+static char *
+machine_json_display(JsonbValue *v)
+{
+	Jsonb	   *jb;
+	char	   *str;
+	int			len;
+
+	if (v->type == jbvString && v->val.string.len > JSON_DISPLAY_MAXLEN)
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		escape_json(&buf, pnstrdup(v->val.string.val,
+								   pg_mbcliplen(v->val.string.val, v->val.string.len,
+												JSON_DISPLAY_MAXLEN)));
+		buf.data[buf.len - 1] = '\0';	/* no closing quote: there is more */
+		return psprintf("%s...", buf.data);
+	}
+	if (v->type == jbvBinary && v->val.binary.len > 64 * JSON_DISPLAY_MAXLEN)
+		return pstrdup(JsonContainerIsArray(v->val.binary.data) ? "[...]" : "{...}");
+
+	jb = JsonbValueToJsonb(v);
+	str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	len = strlen(str);
+	if (len > JSON_DISPLAY_MAXLEN)
+	{
+		len = pg_mbcliplen(str, len, JSON_DISPLAY_MAXLEN);
+		str[len] = '\0';
+		return psprintf("%s...", str);
+	}
+	return str;
+}
+
+/*
+ * machine_parse
+ *		Check a definition and collect its states and transitions, in the
+ *		order of the definition (jsonb's order of keys).  Errors name the
+ *		first problem found, in that order.
+ */
+static void
+machine_parse(MachineBuild *b, const char *machine, Jsonb *transitions)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			from = -1;
+
+	memset(b, 0, sizeof(MachineBuild));
+	b->machine = machine;
+	initStringInfo(&b->names);
+	b->maxstates = 16;
+	b->offsets = palloc(sizeof(int) * b->maxstates);
+	b->lens = palloc(sizeof(int) * b->maxstates);
+	b->incoming = palloc(sizeof(bool) * b->maxstates);
+	b->slot_mask = 32 - 1;
+	b->slots = palloc0(sizeof(int32) * (b->slot_mask + 1));
+	b->maxpairs = 16;
+	b->pair_from = palloc(sizeof(int32) * b->maxpairs);
+	b->pair_to = palloc(sizeof(int32) * b->maxpairs);
+
+	if (transitions == NULL || !JB_ROOT_IS_OBJECT(transitions) ||
+		JB_ROOT_COUNT(transitions) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("transitions of state machine \"%s\" must be a non-empty JSON object",
+						machine),
+				 errhint("Map each state to the array of states it may move to, as in {\"created\": [\"paid\"], \"paid\": []}.")));
+
+	/* the top level only: nested containers come back whole */
+	it = JsonbIteratorInit(&transitions->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbIterator *elems;
+		JsonbValue	e;
+		JsonbIteratorToken etok;
+		const char *from_name;
+
+		if (tok == WJB_KEY)
+		{
+			if (v.val.string.len == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("state machine \"%s\" has an empty state name", machine)));
+			from = machine_build_state(b, v.val.string.val, v.val.string.len);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;			/* the object's own begin and end */
+
+		from_name = b->names.data + b->offsets[from];
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("transitions from state \"%s\" of state machine \"%s\" must be a JSON array",
+							from_name, machine),
+					 errdetail("Found %s.", machine_json_display(&v))));
+
+		elems = JsonbIteratorInit(v.val.binary.data);
+		while ((etok = JsonbIteratorNext(&elems, &e, true)) != WJB_DONE)
+		{
+			int			to;
+
+			if (etok != WJB_ELEM)
+				continue;		/* the array's own begin and end */
+			if (e.type != jbvString || e.val.string.len == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("transitions from state \"%s\" of state machine \"%s\" must name states as non-empty strings",
+								b->names.data + b->offsets[from], machine),
+						 errdetail("Found %s.", machine_json_display(&e))));
+			to = machine_build_state(b, e.val.string.val, e.val.string.len);
+			machine_build_pair(b, from, to);
+		}
+	}
+}
+
+/*
+ * machine_build_find
+ *		The index of a state of a parsed definition, or -1.
+ */
+static int
+machine_build_find(MachineBuild *b, const char *name, int len)
+{
+	uint32		slot = machine_slot(b->slots, b->slot_mask, b->names.data,
+									b->offsets, b->lens, name, len);
+
+	return b->slots[slot] - 1;
+}
+
+/*
+ * machine_states_list
+ *		The states of a parsed definition as "a, b, c" (for a message), the
+ *		first STATE_LIST_MAX of them.
+ */
+static char *
+machine_states_list(MachineBuild *b)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int s = 0; s < b->nstates && s < STATE_LIST_MAX; s++)
+		appendStringInfo(&buf, "%s%s", s > 0 ? ", " : "", b->names.data + b->offsets[s]);
+	if (b->nstates > STATE_LIST_MAX)
+		appendStringInfo(&buf, " and %d more", b->nstates - STATE_LIST_MAX);
+	return buf.data;
+}
+
+/*
+ * machine_initial_states
+ *		The initial states of a parsed definition: those given (each must be
+ *		a state), or else those with no transition into them.
+ */
+static ArrayType *
+machine_initial_states(MachineBuild *b, ArrayType *initial)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	if (initial == NULL)
+	{
+		n = 0;
+		elems = palloc(sizeof(Datum) * b->nstates);
+		for (int s = 0; s < b->nstates; s++)
+			if (!b->incoming[s])
+				elems[n++] = PointerGetDatum(cstring_to_text_with_len(b->names.data + b->offsets[s],
+																	  b->lens[s]));
+		if (n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("state machine \"%s\" has no initial state", b->machine),
+					 errdetail("Every state has a transition into it."),
+					 errhint("Name the initial states in the third argument.")));
+		return construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT);
+	}
+
+	deconstruct_array(initial, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			n = 0;
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("initial states of state machine \"%s\" must be a non-empty array without nulls",
+						b->machine)));
+	for (int i = 0; i < n; i++)
+	{
+		text	   *t = DatumGetTextPP(elems[i]);
+
+		if (machine_build_find(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("initial state \"%s\" is not a state of state machine \"%s\"",
+							IdempotencyDisplayValue(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)),
+							b->machine),
+					 errdetail("Its states are %s.", machine_states_list(b))));
+	}
+	return initial;
+}
+
+/*
+ * machine_cmp_int32
+ *		qsort comparator for state indexes.
+ */
+static int
+machine_cmp_int32(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * machine_install
+ *		Copy a parsed definition into a cache entry's context, in its final,
+ *		compact form: names in one buffer, each state's targets sorted and
+ *		without duplicates.
+ */
+static void
+machine_install(StateMachine *entry, MachineBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(entry->cxt);
+	int			n = b->nstates;
+	char	   *names = palloc(b->names.len);
+	int32	   *start = palloc0(sizeof(int32) * (n + 1));
+	int32	   *targets = palloc(sizeof(int32) * Max(b->npairs, 1));
+	int32	   *fill;
+	int			ntargets = 0;
+
+	memcpy(names, b->names.data, b->names.len);
+	entry->nstates = n;
+	entry->states = palloc(sizeof(char *) * n);
+	entry->state_lens = palloc(sizeof(int) * n);
+	entry->initial = palloc0(sizeof(bool) * n);
+	for (int s = 0; s < n; s++)
+	{
+		entry->states[s] = names + b->offsets[s];
+		entry->state_lens[s] = b->lens[s];
+	}
+	entry->slot_mask = b->slot_mask;
+	entry->slots = palloc(sizeof(int32) * (b->slot_mask + 1));
+	memcpy(entry->slots, b->slots, sizeof(int32) * (b->slot_mask + 1));
+
+	/* counting sort of the pairs by source state */
+	for (int i = 0; i < b->npairs; i++)
+		start[b->pair_from[i] + 1]++;
+	for (int s = 0; s < n; s++)
+		start[s + 1] += start[s];
+	fill = palloc(sizeof(int32) * Max(n, 1));
+	memcpy(fill, start, sizeof(int32) * n);
+	for (int i = 0; i < b->npairs; i++)
+		targets[fill[b->pair_from[i]]++] = b->pair_to[i];
+	pfree(fill);
+
+	/* each state's targets in order, duplicates dropped, packed together */
+	for (int s = 0; s < n; s++)
+	{
+		int			first = start[s];
+		int			count = start[s + 1] - first;
+
+		start[s] = ntargets;
+		qsort(targets + first, count, sizeof(int32), machine_cmp_int32);
+		for (int i = 0; i < count; i++)
+			if (i == 0 || targets[first + i] != targets[first + i - 1])
+				targets[ntargets++] = targets[first + i];
+	}
+	start[n] = ntargets;
+	entry->targets_start = start;
+	entry->targets = repalloc(targets, sizeof(int32) * Max(ntargets, 1));
+
+	MemoryContextSwitchTo(oldcxt);
+}
 
 /*
  * machine_relcache_callback
@@ -93,8 +533,9 @@ machine_cache_init(void)
 
 /*
  * machine_load
- *		Read one machine's definition and build its arrays.  Returns false if
- *		there is no such machine.
+ *		Read one machine's definition, check it as define_state_machine does
+ *		(a row written around that function is checked here) and build its
+ *		cached form.  Returns false if there is no such machine.
  */
 static bool
 machine_load(StateMachine *entry)
@@ -107,14 +548,8 @@ machine_load(StateMachine *entry)
 	bool	   *init_nulls;
 	int			ninit;
 	bool		isnull;
-	List	   *names = NIL;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			from = -1;
-	int			depth = 0;
-	bool		found;
-	MemoryContext cxt;
+	MachineBuild build;
+	MemoryContext tmpcxt;
 	MemoryContext oldcxt;
 	Oid			relid;
 
@@ -142,91 +577,47 @@ machine_load(StateMachine *entry)
 	if (SPI_execute_snapshot(machine_plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute_snapshot failed");
-	found = SPI_processed == 1;
-	if (!found)
+	if (SPI_processed != 1)
 	{
 		SPI_finish();
 		return false;
 	}
 
-	/* everything the entry keeps goes into a context of its own */
-	if (entry->cxt != NULL)
-		MemoryContextDelete(entry->cxt);
-	cxt = AllocSetContextCreate(CacheMemoryContext, "idempotency state machine",
-								ALLOCSET_SMALL_SIZES);
-	MemoryContextCopyAndSetIdentifier(cxt, entry->name);
-	entry->cxt = cxt;
+	/* the parse's scratch space goes away as soon as the entry is built */
+	tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "idempotency state machine load",
+								   ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(tmpcxt);
 
 	transitions = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	initial = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	machine_parse(&build, entry->name, transitions);
 
-	oldcxt = MemoryContextSwitchTo(cxt);
+	/* everything the entry keeps goes into a context of its own */
+	if (entry->cxt != NULL)
+		MemoryContextDelete(entry->cxt);
+	entry->cxt = NULL;
+	entry->cxt = AllocSetContextCreate(CacheMemoryContext, "idempotency state machine",
+									   ALLOCSET_SMALL_SIZES);
+	MemoryContextCopyAndSetIdentifier(entry->cxt, entry->name);
+	machine_install(entry, &build);
 
-	/* first the state names: object keys and array members, in order */
-	it = JsonbIteratorInit(&transitions->root);
-	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
-	{
-		if ((tok == WJB_KEY && depth == 1) || (tok == WJB_ELEM && v.type == jbvString))
-		{
-			char	   *name = pnstrdup(v.val.string.val, v.val.string.len);
-			ListCell   *lc;
-			bool		seen = false;
-
-			foreach(lc, names)
-				if (strcmp(lfirst(lc), name) == 0)
-					seen = true;
-			if (!seen)
-				names = lappend(names, name);
-		}
-		else if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
-			depth++;
-		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
-			depth--;
-	}
-
-	entry->nstates = list_length(names);
-	entry->states = palloc(sizeof(char *) * entry->nstates);
-	entry->state_lens = palloc(sizeof(int) * entry->nstates);
-	entry->initial = palloc0(sizeof(bool) * entry->nstates);
-	entry->allowed = palloc0(sizeof(bool) * entry->nstates * entry->nstates);
-	for (int i = 0; i < entry->nstates; i++)
-	{
-		entry->states[i] = list_nth(names, i);
-		entry->state_lens[i] = strlen(entry->states[i]);
-	}
-
-	/* then the matrix */
-	it = JsonbIteratorInit(&transitions->root);
-	depth = 0;
-	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY && depth == 1)
-			from = StateMachineFindState(entry, v.val.string.val, v.val.string.len);
-		else if (tok == WJB_ELEM && v.type == jbvString)
-		{
-			int			to = StateMachineFindState(entry, v.val.string.val, v.val.string.len);
-
-			/* define_state_machine validated the shape; stay safe anyway */
-			if (from >= 0 && to >= 0 && depth == 2)
-				entry->allowed[from * entry->nstates + to] = true;
-		}
-		else if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
-			depth++;
-		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
-			depth--;
-	}
-
+	/* initial states that are not states are ignored, as unreachable */
 	deconstruct_array(initial, TEXTOID, -1, false, TYPALIGN_INT, &init_elems, &init_nulls, &ninit);
 	for (int i = 0; i < ninit; i++)
 	{
-		text	   *t = DatumGetTextPP(init_elems[i]);
-		int			s = StateMachineFindState(entry, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+		text	   *t;
+		int			s;
 
+		if (init_nulls[i])
+			continue;
+		t = DatumGetTextPP(init_elems[i]);
+		s = StateMachineFindState(entry, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 		if (s >= 0)
 			entry->initial[s] = true;
 	}
 
 	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(tmpcxt);
 	SPI_finish();
 	return true;
 }
@@ -261,7 +652,22 @@ StateMachineLookup(const char *name)
 	}
 	if (!entry->valid)
 	{
-		if (!machine_load(entry))
+		bool		loaded = false;
+
+		PG_TRY();
+		{
+			loaded = machine_load(entry);
+		}
+		PG_CATCH();
+		{
+			/* a definition that fails its checks leaves no entry behind */
+			if (entry->cxt != NULL)
+				MemoryContextDelete(entry->cxt);
+			hash_search(machine_cache, key, HASH_REMOVE, NULL);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!loaded)
 		{
 			if (entry->cxt != NULL)
 				MemoryContextDelete(entry->cxt);
@@ -278,37 +684,171 @@ StateMachineLookup(const char *name)
 
 /*
  * StateMachineFindState
- *		The index of a state, or -1.  Machines have a handful of states, so a
- *		linear scan beats hashing here.
+ *		The index of a state, or -1: one probe of the machine's hash table.
  */
 int
 StateMachineFindState(StateMachine *machine, const char *state, int len)
 {
-	for (int i = 0; i < machine->nstates; i++)
-		if (machine->state_lens[i] == len && memcmp(machine->states[i], state, len) == 0)
-			return i;
-	return -1;
+	uint32		i;
+
+	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN)
+		return -1;
+	i = hash_bytes((const unsigned char *) state, len) & machine->slot_mask;
+	for (;;)
+	{
+		int32		s = machine->slots[i];
+
+		if (s == 0)
+			return -1;
+		if (machine->state_lens[s - 1] == len &&
+			memcmp(machine->states[s - 1], state, len) == 0)
+			return s - 1;
+		i = (i + 1) & machine->slot_mask;
+	}
+}
+
+/*
+ * StateMachineAllows
+ *		Whether the machine has a transition from one state to another: a
+ *		binary search in the source state's sorted targets.
+ */
+bool
+StateMachineAllows(StateMachine *machine, int from, int to)
+{
+	int			lo = machine->targets_start[from];
+	int			hi = machine->targets_start[from + 1];
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (machine->targets[mid] == to)
+			return true;
+		if (machine->targets[mid] < to)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
 }
 
 /*
  * StateMachineAllowedList
- *		The states allowed from one state, as "a", "b" (for messages).
+ *		The states allowed from one state, as "a", "b" (for messages), in
+ *		the order of the definition; the first STATE_LIST_MAX of them.
  */
 char *
 StateMachineAllowedList(StateMachine *machine, int from)
 {
 	StringInfoData buf;
+	int			first = machine->targets_start[from];
+	int			count = machine->targets_start[from + 1] - first;
 
 	initStringInfo(&buf);
-	for (int to = 0; to < machine->nstates; to++)
-	{
-		if (!machine->allowed[from * machine->nstates + to])
-			continue;
-		if (buf.len > 0)
-			appendStringInfoString(&buf, ", ");
-		appendStringInfo(&buf, "\"%s\"", machine->states[to]);
-	}
+	for (int i = 0; i < count && i < STATE_LIST_MAX; i++)
+		appendStringInfo(&buf, "%s\"%s\"", i > 0 ? ", " : "",
+						 machine->states[machine->targets[first + i]]);
+	if (count > STATE_LIST_MAX)
+		appendStringInfo(&buf, " and %d more", count - STATE_LIST_MAX);
 	return buf.data;
+}
+
+/*
+ * StateMachineInitialList
+ *		The initial states, as "a", "b" (for messages); the first
+ *		STATE_LIST_MAX of them.
+ */
+char *
+StateMachineInitialList(StateMachine *machine)
+{
+	StringInfoData buf;
+	int			shown = 0;
+	int			more = 0;
+
+	initStringInfo(&buf);
+	for (int s = 0; s < machine->nstates; s++)
+	{
+		if (!machine->initial[s])
+			continue;
+		if (shown == STATE_LIST_MAX)
+		{
+			more++;
+			continue;
+		}
+		appendStringInfo(&buf, "%s\"%s\"", shown > 0 ? ", " : "", machine->states[s]);
+		shown++;
+	}
+	if (more > 0)
+		appendStringInfo(&buf, " and %d more", more);
+	return buf.data;
+}
+
+PG_FUNCTION_INFO_V1(idempotency_define_state_machine);
+
+/*
+ * idempotency_define_state_machine
+ *		define_state_machine(name, transitions, initial): check a definition
+ *		and store it, replacing any earlier one in one statement.  SECURITY
+ *		DEFINER in SQL, so that a role granted this function needs no
+ *		privilege on the table and cannot store a definition that has not
+ *		been checked here.  Time and memory are linear in the size of the
+ *		definition.
+ */
+Datum
+idempotency_define_state_machine(PG_FUNCTION_ARGS)
+{
+	text	   *name_t = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	Jsonb	   *transitions = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
+	ArrayType  *initial = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
+	char	   *name;
+	MachineBuild build;
+	Datum		values[3];
+	Oid			argtypes[3] = {TEXTOID, JSONBOID, TEXTARRAYOID};
+	int			ret = 0;
+	MemoryContext oldcontext;
+
+	/* the schema named idempotency must be the extension's (extension.c) */
+	(void) IdempotencyCatalogGet();
+
+	if (name_t == NULL || VARSIZE_ANY_EXHDR(name_t) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("state machine name must not be empty")));
+	if (VARSIZE_ANY_EXHDR(name_t) > MACHINE_NAME_MAXLEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("state machine name \"%s\" is too long",
+						IdempotencyDisplayValue(VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t))),
+				 errdetail("Names are at most %d bytes long.", MACHINE_NAME_MAXLEN)));
+	name = text_to_cstring(name_t);
+
+	machine_parse(&build, name, transitions);
+	values[0] = PointerGetDatum(name_t);
+	values[1] = PointerGetDatum(transitions);
+	values[2] = PointerGetDatum(machine_initial_states(&build, initial));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	oldcontext = CurrentMemoryContext;
+	PG_TRY();
+	{
+		ret = SPI_execute_with_args("INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)"
+									" VALUES ($1, $2, $3, pg_catalog.now())"
+									" ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE"
+									" SET transitions = excluded.transitions, initial = excluded.initial,"
+									" updated_at = excluded.updated_at",
+									3, argtypes, values, NULL, false, 0);
+	}
+	PG_CATCH();
+	{
+		/* a lock timeout, say: without the internal statement in CONTEXT */
+		IdempotencyRethrowHidingQuery(oldcontext);
+	}
+	PG_END_TRY();
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+	PG_RETURN_VOID();
 }
 
 PG_FUNCTION_INFO_V1(idempotency_transition_allowed);
@@ -330,5 +870,5 @@ idempotency_transition_allowed(PG_FUNCTION_ARGS)
 
 	if (from < 0 || to < 0)
 		PG_RETURN_BOOL(false);
-	PG_RETURN_BOOL(from == to || machine->allowed[from * machine->nstates + to]);
+	PG_RETURN_BOOL(from == to || StateMachineAllows(machine, from, to));
 }

@@ -25,6 +25,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_enum.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -61,6 +62,51 @@ typedef struct TransitionTriggerCache
 } TransitionTriggerCache;
 
 /*
+ * TransitionCheckTrigger
+ *		Check how a check_transition trigger is defined: BEFORE INSERT and/or
+ *		UPDATE, FOR EACH ROW, with two arguments, a state machine and a column
+ *		of the table.  Returns the column's number.  The same checks run when
+ *		the trigger is created (trigger_ddl.c, which also asks for the
+ *		machine to exist) and on the first row of each statement, for
+ *		triggers created while that check was off.
+ */
+AttrNumber
+TransitionCheckTrigger(Relation rel, Trigger *trigger, bool machine_must_exist)
+{
+	AttrNumber	attnum;
+
+	if (!TRIGGER_FOR_ROW(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired for each row")));
+	if (!TRIGGER_FOR_BEFORE(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired before the event")));
+	if (TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: must be fired for INSERT or UPDATE")));
+	if (trigger->tgnargs != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_transition: trigger \"%s\" must have two arguments, the state machine and the state column",
+						trigger->tgname)));
+
+	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[1]);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						trigger->tgargs[1], RelationGetRelationName(rel)),
+				 errdetail("Trigger \"%s\" names it as the state column.", trigger->tgname)));
+
+	if (machine_must_exist)
+		(void) StateMachineLookup(trigger->tgargs[0]);
+	return attnum;
+}
+
+/*
  * transition_trigger_cache
  *		fn_extra for this trigger, built on its first row in a statement.
  */
@@ -70,27 +116,17 @@ transition_trigger_cache(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	TransitionTriggerCache *cache = fcinfo->flinfo->fn_extra;
 	Trigger    *trigger = trigdata->tg_trigger;
 	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	AttrNumber	attnum;
 	Oid			typid;
 	char		typtype;
 
 	if (cache != NULL && cache->tgoid == trigger->tgoid)
 		return cache;
 
-	if (trigger->tgnargs != 2)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: trigger \"%s\" must have two arguments, the state machine and the state column",
-						trigger->tgname)));
-
+	attnum = TransitionCheckTrigger(trigdata->tg_relation, trigger, false);
 	cache = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TransitionTriggerCache));
 	cache->tgoid = trigger->tgoid;
-	cache->attnum = SPI_fnumber(tupdesc, trigger->tgargs[1]);
-	if (cache->attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						trigger->tgargs[1], RelationGetRelationName(trigdata->tg_relation)),
-				 errdetail("Trigger \"%s\" names it as the state column.", trigger->tgname)));
+	cache->attnum = attnum;
 
 	typid = TupleDescAttr(tupdesc, cache->attnum - 1)->atttypid;
 	typtype = get_typtype(typid);
@@ -216,22 +252,15 @@ static void
 transition_require_initial(StateMachine *machine, TriggerData *trigdata,
 						   AttrNumber attnum, int to)
 {
-	StringInfoData initial;
-
 	if (machine->initial[to])
 		return;
 
 	IdempotencyCount(STAT_TRANSITION_REJECTED, 1);
-	initStringInfo(&initial);
-	for (int i = 0; i < machine->nstates; i++)
-		if (machine->initial[i])
-			appendStringInfo(&initial, "%s\"%s\"", initial.len > 0 ? ", " : "",
-							 machine->states[i]);
 	ereport(ERROR,
 			(errcode(ERRCODE_IDEMPOTENCY_TRANSITION_NOT_ALLOWED),
 			 errmsg("\"%s\" is not an initial state of state machine \"%s\"",
 					machine->states[to], machine->name),
-			 errdetail("Initial states: %s.", initial.data),
+			 errdetail("Initial states: %s.", StateMachineInitialList(machine)),
 			 errtablecol(trigdata->tg_relation, attnum)));
 }
 
@@ -259,27 +288,16 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("check_transition: must be called as trigger")));
-	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired for each row")));
-	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired before the event")));
 
+	/* first how the trigger is defined, then which event fired it */
+	cache = transition_trigger_cache(fcinfo, trigdata);
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		newtuple = trigdata->tg_trigtuple;
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 		newtuple = trigdata->tg_newtuple;
-	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired for INSERT or UPDATE")));
 	else
 		elog(ERROR, "check_transition: unrecognized operation");
 
-	cache = transition_trigger_cache(fcinfo, trigdata);
 	IdempotencyCount(STAT_TRANSITION_CHECKED, 1);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	newval = heap_getattr(newtuple, cache->attnum, tupdesc, &newnull);
@@ -315,7 +333,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 			machine = transition_machine(cache, trigdata);
 			from = transition_find(machine, trigdata, cache->attnum, oldstr, oldlen);
 			to = transition_find(machine, trigdata, cache->attnum, newstr, newlen);
-			if (!machine->allowed[from * machine->nstates + to])
+			if (!StateMachineAllows(machine, from, to))
 			{
 				char	   *allowed = StateMachineAllowedList(machine, from);
 

@@ -25,6 +25,7 @@
 
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -73,6 +74,46 @@ version_datum(Oid typid, int64 v, const char *colname)
 	}
 }
 
+/*
+ * VersionGuardCheckTrigger
+ *		Check how a version_guard trigger is defined: BEFORE UPDATE FOR EACH
+ *		ROW (and no other event), with one argument, a smallint, integer or
+ *		bigint column of the table.  Returns the column's number.  Runs when
+ *		the trigger is created (trigger_ddl.c) and for every row.
+ */
+AttrNumber
+VersionGuardCheckTrigger(Relation rel, Trigger *trigger)
+{
+	AttrNumber	attnum;
+	Oid			typid;
+
+	if (!TRIGGER_FOR_ROW(trigger->tgtype) || !TRIGGER_FOR_BEFORE(trigger->tgtype) ||
+		!TRIGGER_FOR_UPDATE(trigger->tgtype) || TRIGGER_FOR_INSERT(trigger->tgtype) ||
+		TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("version_guard: must be fired BEFORE UPDATE FOR EACH ROW")));
+	if (trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("version_guard: trigger \"%s\" must have one argument, the version column",
+						trigger->tgname)));
+
+	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[0]);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						trigger->tgargs[0], RelationGetRelationName(rel))));
+	typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("version column \"%s\" must be of type smallint, integer or bigint",
+						trigger->tgargs[0])));
+	return attnum;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_version_guard);
 
 /*
@@ -98,31 +139,11 @@ idempotency_version_guard(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("version_guard: must be called as trigger")));
-	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("version_guard: must be fired BEFORE UPDATE FOR EACH ROW")));
-	if (trigdata->tg_trigger->tgnargs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("version_guard: trigger \"%s\" must have one argument, the version column",
-						trigdata->tg_trigger->tgname)));
-
 	rel = trigdata->tg_relation;
 	tupdesc = RelationGetDescr(rel);
+	attnum = VersionGuardCheckTrigger(rel, trigdata->tg_trigger);
 	colname = trigdata->tg_trigger->tgargs[0];
-	attnum = SPI_fnumber(tupdesc, colname);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						colname, RelationGetRelationName(rel))));
 	typid = TupleDescAttr(tupdesc, attnum - 1)->atttypid;
-	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("version column \"%s\" must be of type smallint, integer or bigint", colname)));
 
 	oldv = version_value(typid, heap_getattr(trigdata->tg_trigtuple, attnum, tupdesc, &oldnull));
 	newv = version_value(typid, heap_getattr(trigdata->tg_newtuple, attnum, tupdesc, &newnull));

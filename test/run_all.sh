@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 #
 # Runs every test suite: pg_regress (sql/, expected/), isolation specs
-# (test/specs), TAP tests (test/t) and pgTAP (test/pgtap), each on throwaway
-# instances that pg_regress or PostgreSQL::Test::Cluster start themselves.
+# (test/specs), TAP tests (test/t), pgTAP (test/pgtap) and the regression and
+# isolation suites again against a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
+# that pg_regress or PostgreSQL::Test::Cluster start themselves.
 # Run as root on Debian 12: it installs the packages it needs, builds with
 # warnings as errors and installs the extension first.
 #
@@ -27,6 +29,11 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # shellcheck disable=SC2046
 install_packages $(suite_packages)
+# the sanitizer suite runs on this machine's own major (the matrix's roots
+# run the others), with the runtimes of this machine's gcc
+if [ "$PG_MAJOR" = 15 ]; then
+	install_packages libasan8 libubsan1
+fi
 build_and_install "$top"
 
 work=$(private_copy "$top")
@@ -148,6 +155,11 @@ suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
 suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
+if [ "$PG_MAJOR" = 15 ]; then
+	suite "sanitizers" sanitizecheck
+else
+	suite_skip "sanitizers" "run on PostgreSQL 15, the machine's own major"
+fi
 
 # Citus (test/t/citus): a coordinator and two workers, only where Citus is
 # installed in the PostgreSQL under test; otherwise said so, not hidden

@@ -807,106 +807,24 @@ CREATE TRIGGER state_machines_changed
 	FOR EACH STATEMENT EXECUTE FUNCTION idempotency.state_machines_changed();
 
 /*
- * define_state_machine(name, transitions, initial): validate and store a
- * definition, replacing any earlier one in one statement.  SECURITY DEFINER
- * so that a role granted this function needs no privilege on the table, and
- * cannot store a definition that has not been validated here.
+ * define_state_machine(name, transitions, initial): check and store a
+ * definition, replacing any earlier one in one statement.  In C (linear in
+ * the size of the definition, and the same checks as the cache's loader).
+ * SECURITY DEFINER so that a role granted this function needs no privilege
+ * on the table, and cannot store a definition that has not been checked.
+ * Limits: 10000 states, 100000 transitions, state names of 255 bytes.
  */
 CREATE FUNCTION idempotency.define_state_machine(name pg_catalog.text,
 												 transitions pg_catalog.jsonb,
 												 initial pg_catalog.text[] DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql
+AS 'MODULE_PATHNAME', 'idempotency_define_state_machine'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	from_state text;
-	targets jsonb;
-	target jsonb;
-	states text[] := '{}';
-	incoming text[] := '{}';
-	start_states text[] := initial;
-	s text;
-BEGIN
-	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
-					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
-					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
-	END IF;
-	IF name IS NULL OR name = '' THEN
-		RAISE EXCEPTION 'state machine name must not be empty' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF octet_length(name) > 63 THEN
-		RAISE EXCEPTION 'state machine name "%" is too long', name
-			USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Names are at most 63 bytes long.';
-	END IF;
-	IF transitions IS NULL OR jsonb_typeof(transitions) <> 'object' OR transitions = '{}' THEN
-		RAISE EXCEPTION 'transitions of state machine "%" must be a non-empty JSON object', name
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Map each state to the array of states it may move to, as in {"created": ["paid"], "paid": []}.';
-	END IF;
-
-	FOR from_state, targets IN SELECT e.key, e.value FROM jsonb_each(transitions) AS e LOOP
-		IF from_state = '' THEN
-			RAISE EXCEPTION 'state machine "%" has an empty state name', name USING ERRCODE = 'invalid_parameter_value';
-		END IF;
-		IF jsonb_typeof(targets) <> 'array' THEN
-			RAISE EXCEPTION 'transitions from state "%" of state machine "%" must be a JSON array', from_state, name
-				USING ERRCODE = 'invalid_parameter_value',
-					  DETAIL = format('Found %s.', targets);
-		END IF;
-		IF NOT from_state = ANY (states) THEN
-			states := states || from_state;
-		END IF;
-		FOR target IN SELECT e.value FROM jsonb_array_elements(targets) AS e LOOP
-			IF jsonb_typeof(target) <> 'string' OR target #>> '{}' = '' THEN
-				RAISE EXCEPTION 'transitions from state "%" of state machine "%" must name states as non-empty strings', from_state, name
-					USING ERRCODE = 'invalid_parameter_value', DETAIL = format('Found %s.', target);
-			END IF;
-			s := target #>> '{}';
-			IF NOT s = ANY (states) THEN
-				states := states || s;
-			END IF;
-			IF NOT s = ANY (incoming) THEN
-				incoming := incoming || s;
-			END IF;
-		END LOOP;
-	END LOOP;
-
-	IF start_states IS NULL THEN
-		SELECT coalesce(array_agg(u.st ORDER BY u.ord), '{}') INTO start_states
-		  FROM unnest(states) WITH ORDINALITY AS u(st, ord)
-		 WHERE NOT u.st = ANY (incoming);
-		IF cardinality(start_states) = 0 THEN
-			RAISE EXCEPTION 'state machine "%" has no initial state', name
-				USING ERRCODE = 'invalid_parameter_value',
-					  DETAIL = 'Every state has a transition into it.',
-					  HINT = 'Name the initial states in the third argument.';
-		END IF;
-	ELSE
-		IF cardinality(start_states) = 0 OR array_position(start_states, NULL) IS NOT NULL THEN
-			RAISE EXCEPTION 'initial states of state machine "%" must be a non-empty array without nulls', name
-				USING ERRCODE = 'invalid_parameter_value';
-		END IF;
-		FOREACH s IN ARRAY start_states LOOP
-			IF NOT s = ANY (states) THEN
-				RAISE EXCEPTION 'initial state "%" is not a state of state machine "%"', s, name
-					USING ERRCODE = 'invalid_parameter_value',
-						  DETAIL = format('Its states are %s.', array_to_string(states, ', '));
-			END IF;
-		END LOOP;
-	END IF;
-
-	INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)
-	VALUES (define_state_machine.name, define_state_machine.transitions, start_states, now())
-	ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE
-	   SET transitions = excluded.transitions, initial = excluded.initial, updated_at = excluded.updated_at;
-END;
-$$;
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) IS
-'define or replace a state machine: each state mapped to the states it may move to';
+'define or replace a state machine: each state mapped to the states it may move to (at most 10000 states and 100000 transitions)';
 
 REVOKE ALL ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text[]) FROM PUBLIC;
 
@@ -927,6 +845,9 @@ BEGIN
 					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
 					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
 		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
+	IF name IS NULL THEN
+		RAISE EXCEPTION 'state machine name must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
 	  FROM pg_trigger AS t
@@ -1112,6 +1033,35 @@ COMMENT ON FUNCTION idempotency.version_guard() IS
 'BEFORE UPDATE ... FOR EACH ROW trigger: version_guard(column) bumps the version by one and refuses stale writes';
 
 --
+-- Checking our triggers when they are created
+--
+
+/*
+ * A check_transition, record_transition or version_guard trigger that is
+ * defined wrongly (unknown machine, missing column, wrong timing, level,
+ * events, column type or number of arguments, no primary key) is refused by
+ * CREATE TRIGGER, not at the first row written.  The function recognises our
+ * trigger functions by OID, through the extension's own dependencies; the
+ * trigger functions repeat the checks when they fire.
+ */
+CREATE FUNCTION idempotency.check_new_triggers()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'idempotency_check_new_triggers'
+LANGUAGE C;
+
+COMMENT ON FUNCTION idempotency.check_new_triggers() IS
+'event trigger: refuse a check_transition, record_transition or version_guard trigger that is defined wrongly';
+
+REVOKE ALL ON FUNCTION idempotency.check_new_triggers() FROM PUBLIC;
+
+CREATE EVENT TRIGGER idempotency_check_new_triggers ON ddl_command_end
+	WHEN TAG IN ('CREATE TRIGGER')
+	EXECUTE FUNCTION idempotency.check_new_triggers();
+
+COMMENT ON EVENT TRIGGER idempotency_check_new_triggers IS
+'checks check_transition, record_transition and version_guard triggers when they are created';
+
+--
 -- One-time tokens
 --
 
@@ -1224,6 +1174,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+	IF role IS NULL THEN
+		RAISE EXCEPTION 'role must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean), '
 				   'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval), '
 				   'idempotency.idempotent_abandon(text, text, integer), '
