@@ -110,9 +110,9 @@ key_eq_args(FunctionCallInfo fcinfo)
  * expression's collation; under a nondeterministic collation that equality
  * is coarser than ours ('a' = 'A'), and a cached inner result would be
  * reused for a text that no key matched.  Refusing such comparisons makes
- * the answer depend on nothing but the bytes.  The default, C and POSIX
- * collations are deterministic and need no look-up; any other is looked up
- * once per call site.
+ * the answer depend on nothing but the bytes.  The default and C collations
+ * are deterministic and need no look-up; any other (POSIX too: 18 has no
+ * symbol for its OID) is looked up once per call site.
  */
 static void
 key_check_collation(FunctionCallInfo fcinfo)
@@ -121,7 +121,7 @@ key_check_collation(FunctionCallInfo fcinfo)
 	FmgrInfo   *flinfo = fcinfo->flinfo;
 
 	if (collid == InvalidOid || collid == DEFAULT_COLLATION_OID ||
-		collid == C_COLLATION_OID || collid == POSIX_COLLATION_OID)
+		collid == C_COLLATION_OID)
 		return;
 	if (flinfo != NULL && flinfo->fn_extra != NULL &&
 		*(Oid *) flinfo->fn_extra == collid)

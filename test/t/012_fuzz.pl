@@ -307,7 +307,7 @@ BEGIN
 		IF verdict = 'ok' THEN
 			trip := k1::text = t AND idempotency.key_out(k1)::text = t
 				AND idempotency.key_send(k1) = c.payload
-				AND k1 OPERATOR(idempotency.=) k2
+				AND k1 OPERATOR(pg_catalog.=) k2
 				AND idempotency.key_hash(k1) = idempotency.key_hash(k2);
 			INSERT INTO fuzz_ok VALUES (c.id, k1);
 		END IF;
