@@ -9,10 +9,13 @@
 #     hand    the minimal hand-written handler
 #     feq     the feature-equivalent hand-written handler
 #     feq_tuned  the same on a table designed like the extension's registry
+#     feq_fn  the same factored into begin and finish functions
 #     ext     the extension, default mode
 #     defer   the extension with defer_claim => true
 #   replay path (a key already completed: return the stored answer)
-#     hand, feq, feq_tuned, ext, defer
+#     hand, feq, feq_tuned, feq_fn, ext, defer
+# feq_tuned and feq_fn show how much the feature-equivalent baseline moves
+# with its table design and its shape; they are left out of the latency runs.
 #
 # bench/registry_setup.sql defines each handler, one server-side function
 # call per request, driven by pgbench with prepared statements.  Run as
@@ -21,9 +24,11 @@
 #
 # 1. Throughput: synchronous_commit is off, so that the figures compare CPU
 #    and WAL volume, which is what the designs differ in, rather than the
-#    disk's flush time.  The variants run in turn, ROUNDS times over, and
-#    each reports its median, so that a slow spell of a shared machine does
-#    not land on one variant only.  Every run starts after a CHECKPOINT.
+#    disk's flush time.  The variants run in turn, ROUNDS times over (in
+#    reverse order every other round), and each reports its median, so that a
+#    slow spell of a shared machine does not land on one variant only; each
+#    ratio also shows its value in every round.  Every run starts after a
+#    CHECKPOINT.
 # 2. WAL per request: the WAL each throughput run wrote over its
 #    transactions, summed over the rounds, counted as pg_stat_wal's wal_bytes
 #    counts it (the records' lengths) but read with pg_walinspect from the
@@ -35,13 +40,15 @@
 # 3. Latency: synchronous_commit = on, every variant at the same fixed rate
 #    (pgbench --rate), ROUNDS times over; p50 and p99 of every transaction's
 #    latency (pgbench -l, counted from its scheduled start, so that a stall
-#    is not hidden).  RATE is in transactions per second, by default half of
-#    what the slowest variant reaches with synchronous_commit = on in a
-#    calibration run.
+#    is not hidden).  RATE is in transactions per second, by default a
+#    quarter of what the slowest variant reaches with synchronous_commit = on
+#    in a calibration run (a quarter, because the disk's flush time and the
+#    machine's load vary from run to run, and a rate over a variant's
+#    capacity measures its queue, not its latency).
 #
 # LOCALE is the database's locale (C.UTF-8 by default, as on a Debian
 # server; C makes text comparison bytewise for the hand-written tables too).
-# Defaults: 4 s per run, 2 clients, 3 rounds: about seven minutes in all.
+# Defaults: 4 s per run, 2 clients, 3 rounds: about eight minutes in all.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,8 +71,8 @@ psql_cluster -c "CREATE EXTENSION pg_walinspect" >/dev/null
 # start_cluster's exit trap removes
 dir="$cluster/bench"
 mkdir "$dir"
-execute="bare floor hand feq feq_tuned ext defer"
-replay="hand feq feq_tuned ext defer"
+execute="bare floor hand feq feq_tuned feq_fn ext defer"
+replay="hand feq feq_tuned feq_fn ext defer"
 variants=""
 for f in $execute; do
 	printf '\\set id random(1, 1000000000000)\nSELECT bench_%s(:client_id || %s || :id, 1);\n' \
@@ -110,9 +117,14 @@ sql() {
 # 1 and 2: throughput and WAL
 echo "==> throughput: $clients clients, $seconds s per run, $rounds rounds, locale $CLUSTER_LOCALE," \
 	"synchronous_commit = off"
+# the order alternates between rounds, so that a load that rises or falls
+# through a round does not favour the variants that come first
+reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
 declare -A runs xacts walbytes fpibytes
 for round in $(seq "$rounds"); do
-	for v in $variants; do
+	order=$variants
+	[ $((round % 2)) -eq 0 ] && order=$reversed
+	for v in $order; do
 		start=$(sql "SELECT pg_current_wal_insert_lsn()")
 		pgbench_run "$v"
 		end=$(sql "SELECT pg_current_wal_insert_lsn()")
@@ -146,39 +158,50 @@ for v in $variants; do
 		"$(for t in ${runs[$v]}; do printf ' %.0f' "$t"; done)"
 done
 
-# target LABEL A B GOAL: a ratio A / B against its target (empty: none)
+# target LABEL A B [GOAL]: the ratio of variant A's median to variant B's,
+# against its target if there is one, and the ratio in each round, which
+# shows how far the machine's noise moves it
 target() {
-	local r
-	r=$(ratio "$2" "$3")
-	if [ -z "$4" ]; then
-		printf '   %-50s %5sx\n' "$1" "$r"
-	elif awk -v r="$r" -v g="$4" 'BEGIN { exit !(r >= g) }'; then
-		printf '   %-50s %5sx   (target >= %sx: met)\n' "$1" "$r" "$4"
-	else
-		printf '   %-50s %5sx   (target >= %sx: NOT met)\n' "$1" "$r" "$4"
+	local r verdict="" each
+	r=$(ratio "${tps[$2]}" "${tps[$3]}")
+	if [ -n "${4:-}" ]; then
+		if awk -v r="$r" -v g="$4" 'BEGIN { exit !(r >= g) }'; then
+			verdict="target >= $4x: met"
+		else
+			verdict="target >= $4x: NOT met"
+		fi
 	fi
+	each=$(awk -v a="${runs[$2]}" -v b="${runs[$3]}" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " ")
+		for (i = 1; i <= n; i++) printf "%s%.2f", (i > 1 ? " " : ""), x[i] / y[i] }')
+	printf '   %-50s %5sx  %-24s  (rounds: %s)\n' "$1" "$r" "$verdict" "$each"
 }
 
 echo
 echo "==> ratios of the medians (higher is better for the first)"
-target "default execute / minimal hand-written" "${tps[execute_ext]}" "${tps[execute_hand]}" 0.95
-target "default execute / feature-equivalent" "${tps[execute_ext]}" "${tps[execute_feq]}" 1.35
-target "default replay / minimal hand-written" "${tps[replay_ext]}" "${tps[replay_hand]}" 0.9
-target "default replay / feature-equivalent" "${tps[replay_ext]}" "${tps[replay_feq]}" 1.45
-target "defer_claim execute / minimal hand-written" "${tps[execute_defer]}" "${tps[execute_hand]}" 1.0
-target "defer_claim execute / feature-equivalent" "${tps[execute_defer]}" "${tps[execute_feq]}" 1.45
-target "defer_claim replay / minimal (read-first option)" "${tps[replay_defer]}" "${tps[replay_hand]}" 1.1
-target "defer_claim replay / feature-equivalent" "${tps[replay_defer]}" "${tps[replay_feq]}" ""
-target "feature-equivalent execute / minimal" "${tps[execute_feq]}" "${tps[execute_hand]}" ""
-target "default execute / feature-equivalent, tuned table" "${tps[execute_ext]}" "${tps[execute_feq_tuned]}" ""
-target "default replay / feature-equivalent, tuned table" "${tps[replay_ext]}" "${tps[replay_feq_tuned]}" ""
-target "defer_claim execute / feature-eq., tuned table" "${tps[execute_defer]}" "${tps[execute_feq_tuned]}" ""
-for f in floor hand feq feq_tuned ext defer; do
-	target "execute $f / bare" "${tps[execute_$f]}" "${tps[execute_bare]}" ""
+target "default execute / minimal hand-written" execute_ext execute_hand 0.95
+target "default execute / feature-equivalent" execute_ext execute_feq 1.35
+target "default replay / minimal hand-written" replay_ext replay_hand 0.9
+target "default replay / feature-equivalent" replay_ext replay_feq 1.45
+target "defer_claim execute / minimal hand-written" execute_defer execute_hand 1.0
+target "defer_claim execute / feature-equivalent" execute_defer execute_feq 1.45
+target "defer_claim replay / minimal (read-first option)" replay_defer replay_hand 1.1
+target "defer_claim replay / feature-equivalent" replay_defer replay_feq
+target "feature-equivalent execute / minimal" execute_feq execute_hand
+target "default execute / feature-equivalent, tuned table" execute_ext execute_feq_tuned
+target "default replay / feature-equivalent, tuned table" replay_ext replay_feq_tuned
+target "defer_claim execute / feature-eq., tuned table" execute_defer execute_feq_tuned
+target "default execute / feature-eq. in functions" execute_ext execute_feq_fn
+target "default replay / feature-eq. in functions" replay_ext replay_feq_fn
+target "defer_claim execute / feature-eq. in functions" execute_defer execute_feq_fn
+for f in floor hand feq feq_tuned feq_fn ext defer; do
+	target "execute $f / bare" "execute_$f" execute_bare
 done
 
 # 3: latency at a fixed rate, synchronous_commit = on
 pgoptions="-c synchronous_commit=on"
+variants=$(for v in $variants; do echo "$v"; done | grep -v -e _feq_tuned -e _feq_fn | tr '\n' ' ')
+reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
 if [ -z "$rate" ]; then
 	slowest=""
 	for v in $variants; do
@@ -188,7 +211,7 @@ if [ -z "$rate" ]; then
 	done
 	pgbench_run "$slowest"
 	sql "CHECKPOINT" >/dev/null
-	rate=$(awk -v t="$run_tps" 'BEGIN { r = int(t / 2); print (r < 1 ? 1 : r) }')
+	rate=$(awk -v t="$run_tps" 'BEGIN { r = int(t / 4); print (r < 1 ? 1 : r) }')
 	echo
 	echo "==> calibration: $slowest reaches $(printf '%.0f' "$run_tps") tps with synchronous_commit = on"
 fi
@@ -196,17 +219,25 @@ echo
 echo "==> latency: synchronous_commit = on, $rate tps (pgbench --rate), $clients clients," \
 	"$seconds s per run, $rounds rounds"
 for round in $(seq "$rounds"); do
-	for v in $variants; do
+	order=$variants
+	[ $((round % 2)) -eq 0 ] && order=$reversed
+	for v in $order; do
 		pgbench_run "$v" --rate "$rate" -l --log-prefix "$dir/lat_$v"
 		sql "CHECKPOINT" >/dev/null
 	done
 done
-printf '   %-19s %10s %10s %10s %12s\n' variant "p50 ms" "p99 ms" "max ms" "transactions"
+echo "   (a variant whose transactions fell more than 10% behind the rate was over its"
+echo "   capacity, and its latencies grew with the queue: rerun with a lower RATE)"
+printf '   %-19s %10s %10s %10s %8s\n' variant "p50 ms" "p99 ms" "max ms" "tps"
 for v in $variants; do
 	# the third field is the latency in microseconds ("skipped" never
 	# appears: no --latency-limit)
-	cat "$dir"/lat_"$v".* | awk '{ print $3 }' | sort -n | awk -v v="$v" '
+	cat "$dir"/lat_"$v".* | awk '{ print $3 }' | sort -n |
+		awk -v v="$v" -v span=$((seconds * rounds)) -v rate="$rate" '
 		{ a[NR] = $1 }
 		function pct(p,   i) { i = int(p * NR); if (i < p * NR) i++; if (i < 1) i = 1; return a[i] / 1000 }
-		END { printf "   %-19s %10.2f %10.2f %10.2f %12d\n", v, pct(0.5), pct(0.99), a[NR] / 1000, NR }'
+		END {
+			printf "   %-19s %10.2f %10.2f %10.2f %8.0f%s\n", v, pct(0.5), pct(0.99), a[NR] / 1000,
+				NR / span, (NR / span < 0.9 * rate ? "   fell behind" : "")
+		}'
 done
