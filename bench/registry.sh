@@ -64,7 +64,9 @@ bench_prepare "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size 
 	"autovacuum = off" "idempotency.cleanup_interval = 0"
 
 echo "==> loading 100000 completed keys per replay variant"
-psql_cluster -f "$top/bench/registry_setup.sql" >/dev/null
+# on standard input, which root opens: the server's user may not be able to
+# read a clone in root's home
+psql_cluster <"$top/bench/registry_setup.sql" >/dev/null
 psql_cluster -c "CREATE EXTENSION pg_walinspect" >/dev/null
 
 # the pgbench scripts and logs, in the cluster's directory, which
