@@ -1,74 +1,245 @@
 #!/usr/bin/env bash
 #
-# bench/registry.sh: the core registry against the hand-written PL/pgSQL a
+# bench/registry.sh: idempotency keys, the extension against the PL/pgSQL a
 # user would otherwise write, side by side in one run, reported as ratios.
 #
-#   execute: a new key each request: claim + one business INSERT + result
-#   replay:  a completed key each request: return the stored result
-#   bare:    the business INSERT alone, to show what the protection costs
+#   execute path (a new key each request: claim + business INSERT + answer)
+#     bare    the business INSERT alone, no protection
+#     floor   bare + one speculative insert of a finished key row
+#     hand    the minimal hand-written handler
+#     feq     the feature-equivalent hand-written handler
+#     feq_tuned  the same on a table designed like the extension's registry
+#     feq_fn  the same factored into begin and finish functions
+#     ext     the extension, default mode
+#     defer   the extension with defer_claim => true
+#   replay path (a key already completed: return the stored answer)
+#     hand, feq, feq_tuned, feq_fn, ext, defer
+# feq_tuned and feq_fn show how much the feature-equivalent baseline moves
+# with its table design and its shape; they are left out of the latency runs.
 #
-# Each request is one server-side function call (bench/registry_setup.sql),
-# driven by pgbench with prepared statements.  Run as root on Debian 12:
-#   bash bench/registry.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS] [LOCALE]
-# synchronous_commit is off so that the figures compare CPU and WAL volume,
-# which is what the two designs differ in, rather than the disk's flush time,
-# which would be the same for both.  The variants run in turn, ROUNDS times
-# over, and each reports its median, so that a slow spell of a shared machine
-# does not land on one variant only.  LOCALE is the database's locale (C.UTF-8
-# by default, as on a Debian server; C makes text comparison bytewise for
-# the hand-written table too).
+# bench/registry_setup.sql defines each handler, one server-side function
+# call per request, driven by pgbench with prepared statements.  Run as
+# root on Debian 12:
+#   bash bench/registry.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS] [LOCALE] [RATE]
+#
+# 1. Throughput: synchronous_commit is off, so that the figures compare CPU
+#    and WAL volume, which is what the designs differ in, rather than the
+#    disk's flush time.  The variants run in turn, ROUNDS times over (in
+#    reverse order every other round), and each reports its median, so that a
+#    slow spell of a shared machine does not land on one variant only; each
+#    ratio also shows its value in every round.  Every run starts after a
+#    CHECKPOINT.
+# 2. WAL per request: the WAL each throughput run wrote over its
+#    transactions, summed over the rounds, counted as pg_stat_wal's wal_bytes
+#    counts it (the records' lengths) but read with pg_walinspect from the
+#    run's LSN range, so that it does not depend on when the backends report
+#    their statistics; and the full-page images in it, which the first change
+#    of each page after the checkpoint writes, so that their share depends on
+#    the run's length.  Autovacuum and the extension's cleanup are off, so
+#    that no other writer's WAL lands in a variant's range.
+# 3. Latency: synchronous_commit = on, every variant at the same fixed rate
+#    (pgbench --rate), ROUNDS times over; p50 and p99 of every transaction's
+#    latency (pgbench -l, counted from its scheduled start, so that a stall
+#    is not hidden).  RATE is in transactions per second, by default a
+#    quarter of what the slowest variant reaches with synchronous_commit = on
+#    in a calibration run (a quarter, because the disk's flush time and the
+#    machine's load vary from run to run, and a rate over a variant's
+#    capacity measures its queue, not its latency).
+#
+# LOCALE is the database's locale (C.UTF-8 by default, as on a Debian
+# server; C makes text comparison bytewise for the hand-written tables too).
+# Defaults: 4 s per run, 2 clients, 3 rounds: about eight minutes in all.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
-seconds=${1:-20}
+seconds=${1:-4}
 clients=${2:-2}
 rounds=${3:-3}
 export CLUSTER_LOCALE=${4:-C.UTF-8}
+rate=${5:-}
 
-bench_prepare "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size = 4GB"
+bench_prepare "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size = 4GB" \
+	"autovacuum = off" "idempotency.cleanup_interval = 0"
 
-psql_cluster -f "$top/bench/registry_setup.sql" >/dev/null
+echo "==> loading 100000 completed keys per replay variant"
+# on standard input, which root opens: the server's user may not be able to
+# read a clone in root's home
+psql_cluster <"$top/bench/registry_setup.sql" >/dev/null
+psql_cluster -c "CREATE EXTENSION pg_walinspect" >/dev/null
 
-scripts=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
-chmod 755 "$scripts"
-for f in hand ext bare; do
+# the pgbench scripts and logs, in the cluster's directory, which
+# start_cluster's exit trap removes
+dir="$cluster/bench"
+mkdir "$dir"
+execute="bare floor hand feq feq_tuned feq_fn ext defer"
+replay="hand feq feq_tuned feq_fn ext defer"
+variants=""
+for f in $execute; do
 	printf '\\set id random(1, 1000000000000)\nSELECT bench_%s(:client_id || %s || :id, 1);\n' \
-		"$f" "'-'" >"$scripts/execute_$f.sql"
+		"$f" "'-'" >"$dir/execute_$f.sql"
+	variants="$variants execute_$f"
 done
-for f in hand ext; do
-	printf '\\set id random(1, 100000)\nSELECT bench_%s('"'r'"' || :id, 1);\n' "$f" >"$scripts/replay_$f.sql"
+for f in $replay; do
+	prefix=r
+	[ "$f" = defer ] && prefix=d
+	printf '\\set id random(1, 100000)\nSELECT bench_%s(%s || :id, 1);\n' "$f" "'$prefix'" >"$dir/replay_$f.sql"
+	variants="$variants replay_$f"
 done
-chmod 644 "$scripts"/*.sql
+chown -R postgres:postgres "$dir"
 
-# tps NAME: run one pgbench and print its TPS
-tps() {
-	as_postgres pgbench -n -M prepared -c "$clients" -j "$clients" -T "$seconds" \
-		-h "$cluster" -p "$port" -f "$scripts/$1.sql" postgres 2>/dev/null |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+# pgbench_run VARIANT [ARG...]: one pgbench run of a variant's script, with
+# extra pgbench arguments; sets run_tps and run_xacts, or shows pgbench's
+# output and fails (a variant that errors must not pass as a slow one)
+pgbench_run() {
+	local v=$1
+	shift
+	if ! as_postgres env PGOPTIONS="${pgoptions:-}" pgbench -n -M prepared \
+		-c "$clients" -j "$clients" -T "$seconds" -h "$cluster" -p "$port" \
+		-f "$dir/$v.sql" "$@" postgres >"$dir/out" 2>&1; then
+		echo "pgbench failed on $v:" >&2
+		cat "$dir/out" >&2
+		exit 1
+	fi
+	run_tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$dir/out")
+	run_xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$dir/out")
+	if [ -z "$run_tps" ] || [ -z "$run_xacts" ] || [ "$run_xacts" -eq 0 ]; then
+		echo "pgbench on $v processed no transactions:" >&2
+		cat "$dir/out" >&2
+		exit 1
+	fi
 }
 
-variants="execute_hand execute_ext execute_bare replay_hand replay_ext"
-echo "==> pgbench: $clients clients, $seconds s per run, $rounds rounds, locale $CLUSTER_LOCALE"
-declare -A all
+# sql QUERY: one value from the cluster
+sql() {
+	psql_cluster -Atc "$1"
+}
+
+# 1 and 2: throughput and WAL
+echo "==> throughput: $clients clients, $seconds s per run, $rounds rounds, locale $CLUSTER_LOCALE," \
+	"synchronous_commit = off"
+# the order alternates between rounds, so that a load that rises or falls
+# through a round does not favour the variants that come first
+reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
+declare -A runs xacts walbytes fpibytes
 for round in $(seq "$rounds"); do
-	for v in $variants; do
-		t=$(tps "$v")
-		all[$v]="${all[$v]:-} $t"
-		psql_cluster -c "CHECKPOINT" >/dev/null
+	order=$variants
+	[ $((round % 2)) -eq 0 ] && order=$reversed
+	for v in $order; do
+		start=$(sql "SELECT pg_current_wal_insert_lsn()")
+		pgbench_run "$v"
+		end=$(sql "SELECT pg_current_wal_insert_lsn()")
+		# pg_walinspect reads only flushed WAL: a synchronous commit of a
+		# transaction that wrote WAL flushes past the range
+		wal=0 fpi=0
+		if [ "$start" != "$end" ]; then
+			line=$(psql_cluster -At -F ' ' -c "SET synchronous_commit = on" \
+				-c "SELECT pg_logical_emit_message(true, 'bench', 'flush')" \
+				-c "SELECT coalesce(sum(combined_size), 0), coalesce(sum(fpi_size), 0)
+					  FROM pg_get_wal_stats('$start', '$end')" | tail -n 1)
+			read -r wal fpi <<<"$line"
+		fi
+		sql "CHECKPOINT" >/dev/null
+		runs[$v]="${runs[$v]:-} $run_tps"
+		xacts[$v]=$((${xacts[$v]:-0} + run_xacts))
+		walbytes[$v]=$((${walbytes[$v]:-0} + wal))
+		fpibytes[$v]=$((${fpibytes[$v]:-0} + fpi))
 	done
 done
-declare -A r
+
+declare -A tps
+echo "   WAL bytes per request: all, records without full-page images, full-page images"
+printf '   %-19s %10s %7s %7s %7s   %s\n' variant "median tps" all records FPI "runs (tps)"
 for v in $variants; do
-	r[$v]=$(median ${all[$v]})
-	printf '   %-14s median %8.0f tps   (runs:%s)\n' "$v" "${r[$v]}" "${all[$v]}"
+	tps[$v]=$(median ${runs[$v]})
+	printf '   %-19s %10.0f %7.0f %7.0f %7.0f  %s\n' "$v" "${tps[$v]}" \
+		"$(awk -v a="${walbytes[$v]}" -v n="${xacts[$v]}" 'BEGIN { print a / n }')" \
+		"$(awk -v a="${walbytes[$v]}" -v f="${fpibytes[$v]}" -v n="${xacts[$v]}" 'BEGIN { print (a - f) / n }')" \
+		"$(awk -v a="${fpibytes[$v]}" -v n="${xacts[$v]}" 'BEGIN { print a / n }')" \
+		"$(for t in ${runs[$v]}; do printf ' %.0f' "$t"; done)"
 done
-rm -rf "$scripts"
+
+# target LABEL A B [GOAL]: the ratio of variant A's median to variant B's,
+# against its target if there is one, and the ratio in each round, which
+# shows how far the machine's noise moves it
+target() {
+	local r verdict="" each
+	r=$(ratio "${tps[$2]}" "${tps[$3]}")
+	if [ -n "${4:-}" ]; then
+		if awk -v r="$r" -v g="$4" 'BEGIN { exit !(r >= g) }'; then
+			verdict="target >= $4x: met"
+		else
+			verdict="target >= $4x: NOT met"
+		fi
+	fi
+	each=$(awk -v a="${runs[$2]}" -v b="${runs[$3]}" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " ")
+		for (i = 1; i <= n; i++) printf "%s%.2f", (i > 1 ? " " : ""), x[i] / y[i] }')
+	printf '   %-50s %5sx  %-24s  (rounds: %s)\n' "$1" "$r" "$verdict" "$each"
+}
 
 echo
-echo "==> ratios (higher is better for the extension)"
-echo "   execute path, extension / hand-written:       $(ratio "${r[execute_ext]}" "${r[execute_hand]}")x   (target >= 1.2x)"
-echo "   replay path,  extension / hand-written:       $(ratio "${r[replay_ext]}" "${r[replay_hand]}")x   (target >= 1.0x)"
-echo "   execute path, extension / bare INSERT alone:  $(ratio "${r[execute_ext]}" "${r[execute_bare]}")x"
-echo "   execute path, hand-written / bare INSERT:     $(ratio "${r[execute_hand]}" "${r[execute_bare]}")x"
+echo "==> ratios of the medians (higher is better for the first)"
+target "default execute / minimal hand-written" execute_ext execute_hand 0.95
+target "default execute / feature-equivalent" execute_ext execute_feq 1.35
+target "default replay / minimal hand-written" replay_ext replay_hand 0.9
+target "default replay / feature-equivalent" replay_ext replay_feq 1.45
+target "defer_claim execute / minimal hand-written" execute_defer execute_hand 1.0
+target "defer_claim execute / feature-equivalent" execute_defer execute_feq 1.45
+target "defer_claim replay / minimal (read-first option)" replay_defer replay_hand 1.1
+target "defer_claim replay / feature-equivalent" replay_defer replay_feq
+target "feature-equivalent execute / minimal" execute_feq execute_hand
+target "default execute / feature-equivalent, tuned table" execute_ext execute_feq_tuned
+target "default replay / feature-equivalent, tuned table" replay_ext replay_feq_tuned
+target "defer_claim execute / feature-eq., tuned table" execute_defer execute_feq_tuned
+target "default execute / feature-eq. in functions" execute_ext execute_feq_fn
+target "default replay / feature-eq. in functions" replay_ext replay_feq_fn
+target "defer_claim execute / feature-eq. in functions" execute_defer execute_feq_fn
+for f in floor hand feq feq_tuned feq_fn ext defer; do
+	target "execute $f / bare" "execute_$f" execute_bare
+done
+
+# 3: latency at a fixed rate, synchronous_commit = on
+pgoptions="-c synchronous_commit=on"
+variants=$(for v in $variants; do echo "$v"; done | grep -v -e _feq_tuned -e _feq_fn | tr '\n' ' ')
+reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
+if [ -z "$rate" ]; then
+	slowest=""
+	for v in $variants; do
+		if [ -z "$slowest" ] || awk -v a="${tps[$v]}" -v b="${tps[$slowest]}" 'BEGIN { exit !(a < b) }'; then
+			slowest=$v
+		fi
+	done
+	pgbench_run "$slowest"
+	sql "CHECKPOINT" >/dev/null
+	rate=$(awk -v t="$run_tps" 'BEGIN { r = int(t / 4); print (r < 1 ? 1 : r) }')
+	echo
+	echo "==> calibration: $slowest reaches $(printf '%.0f' "$run_tps") tps with synchronous_commit = on"
+fi
+echo
+echo "==> latency: synchronous_commit = on, $rate tps (pgbench --rate), $clients clients," \
+	"$seconds s per run, $rounds rounds"
+for round in $(seq "$rounds"); do
+	order=$variants
+	[ $((round % 2)) -eq 0 ] && order=$reversed
+	for v in $order; do
+		pgbench_run "$v" --rate "$rate" -l --log-prefix "$dir/lat_$v"
+		sql "CHECKPOINT" >/dev/null
+	done
+done
+echo "   (a variant whose transactions fell more than 10% behind the rate was over its"
+echo "   capacity, and its latencies grew with the queue: rerun with a lower RATE)"
+printf '   %-19s %10s %10s %10s %8s\n' variant "p50 ms" "p99 ms" "max ms" "tps"
+for v in $variants; do
+	# the third field is the latency in microseconds ("skipped" never
+	# appears: no --latency-limit)
+	cat "$dir"/lat_"$v".* | awk '{ print $3 }' | sort -n |
+		awk -v v="$v" -v span=$((seconds * rounds)) -v rate="$rate" '
+		{ a[NR] = $1 }
+		function pct(p,   i) { i = int(p * NR); if (i < p * NR) i++; if (i < 1) i = 1; return a[i] / 1000 }
+		END {
+			printf "   %-19s %10.2f %10.2f %10.2f %8.0f%s\n", v, pct(0.5), pct(0.99), a[NR] / 1000,
+				NR / span, (NR / span < 0.9 * rate ? "   fell behind" : "")
+		}'
+done
