@@ -1556,3 +1556,25 @@ $$;
 
 COMMENT ON FUNCTION idempotency.citus_status() IS
 'how Citus places each table, API function and view of the extension';
+
+--
+-- Descriptions of the objects not described where they are created
+--
+
+COMMENT ON FUNCTION idempotency.key_in(pg_catalog.cstring) IS 'text input of idempotency.key';
+COMMENT ON FUNCTION idempotency.key_out(idempotency.key) IS 'text output of idempotency.key';
+COMMENT ON FUNCTION idempotency.key_recv(pg_catalog.internal) IS 'binary input of idempotency.key, with the same checks as its text input';
+COMMENT ON FUNCTION idempotency.key_send(idempotency.key) IS 'binary output of idempotency.key';
+COMMENT ON FUNCTION idempotency.key(pg_catalog.text) IS 'a text as an idempotency key, checked';
+COMMENT ON FUNCTION idempotency.text(idempotency.key) IS 'an idempotency key as text';
+COMMENT ON CAST (pg_catalog.text AS idempotency.key) IS 'checked, on assignment';
+COMMENT ON CAST (pg_catalog.varchar AS idempotency.key) IS 'checked, on assignment';
+COMMENT ON CAST (idempotency.key AS pg_catalog.text) IS 'implicit: a key is a valid text';
+COMMENT ON FUNCTION idempotency.cleanup_status() IS 'the background cleanup''s status per database, from shared memory (behind the cleanup_status view)';
+COMMENT ON FUNCTION idempotency.stats() IS 'the counters behind the stats view';
+COMMENT ON FUNCTION idempotency.stats_reset() IS 'set every counter of the stats view back to zero (needs shared_preload_libraries)';
+COMMENT ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) IS 'drop a state machine that no check_transition trigger uses';
+COMMENT ON FUNCTION idempotency.state_machine_transitions(pg_catalog.text) IS 'a state machine''s transitions, one row each';
+COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'statement trigger on state_machines: tells every backend''s cache that a definition changed';
+COMMENT ON VIEW idempotency.my_records IS 'the calling role''s idempotency records';
+COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, and whether each is unused, used or expired';
