@@ -411,7 +411,7 @@ foreach my $action (@actions)
 		});
 		my $offset = -s $node->logfile;
 		kill 'KILL', $pid or die "could not kill backend $pid: $!";
-		$node->wait_for_log(qr/server process \(PID $pid\) was terminated by signal 9/, $offset);
+		$node->wait_for_log(qr/\(PID $pid\) was terminated by signal 9/, $offset);
 		wait_until_up();
 		eval { $victim->quit; };
 	}
