@@ -146,12 +146,7 @@ HistoryCheckTrigger(Relation rel, Trigger *trigger)
 				 errmsg("record_transition: trigger \"%s\" must have one argument, the state column",
 						trigger->tgname)));
 
-	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[0]);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						trigger->tgargs[0], RelationGetRelationName(rel))));
+	attnum = IdempotencyTriggerColumn(rel, trigger, 0, NULL);
 
 	if (RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY) == NULL)
 		ereport(ERROR,

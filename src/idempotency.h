@@ -243,6 +243,8 @@ extern Datum RegistryOwnerName(Oid roleid);
 /* registry.c: argument checks shared by every SQL-callable function */
 extern void IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern Datum IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno);
+extern AttrNumber IdempotencyTriggerColumn(Relation rel, Trigger *trigger, int argno,
+										   const char *role);
 extern Datum IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno);
 extern TimestampTz IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name);
 

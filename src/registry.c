@@ -45,6 +45,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -476,6 +477,27 @@ IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", name)));
+}
+
+/*
+ * IdempotencyTriggerColumn
+ *		The column a trigger's argument argno names, shared by the three
+ *		triggers' checks; an error if the table has no such column.  With a
+ *		role ("state"), the detail says which trigger names it as what.
+ */
+AttrNumber
+IdempotencyTriggerColumn(Relation rel, Trigger *trigger, int argno, const char *role)
+{
+	AttrNumber	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[argno]);
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						trigger->tgargs[argno], RelationGetRelationName(rel)),
+				 role != NULL ?
+				 errdetail("Trigger \"%s\" names it as the %s column.", trigger->tgname, role) : 0));
+	return attnum;
 }
 
 /*

@@ -93,13 +93,7 @@ TransitionCheckTrigger(Relation rel, Trigger *trigger, bool machine_must_exist)
 				 errmsg("check_transition: trigger \"%s\" must have two arguments, the state machine and the state column",
 						trigger->tgname)));
 
-	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[1]);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						trigger->tgargs[1], RelationGetRelationName(rel)),
-				 errdetail("Trigger \"%s\" names it as the state column.", trigger->tgname)));
+	attnum = IdempotencyTriggerColumn(rel, trigger, 1, "state");
 
 	if (machine_must_exist)
 		(void) StateMachineLookup(trigger->tgargs[0]);

@@ -99,12 +99,7 @@ VersionGuardCheckTrigger(Relation rel, Trigger *trigger)
 				 errmsg("version_guard: trigger \"%s\" must have one argument, the version column",
 						trigger->tgname)));
 
-	attnum = SPI_fnumber(RelationGetDescr(rel), trigger->tgargs[0]);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						trigger->tgargs[0], RelationGetRelationName(rel))));
+	attnum = IdempotencyTriggerColumn(rel, trigger, 0, NULL);
 	typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
 	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
 		ereport(ERROR,
