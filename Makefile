@@ -9,6 +9,8 @@ OBJS = \
 	src/key.o \
 	src/keycmp.o \
 	src/keyfuncs.o \
+	src/sqlcall.o \
+	src/utils.o \
 	src/registry.o \
 	src/registry_api.o \
 	src/deferred.o \
@@ -16,6 +18,7 @@ OBJS = \
 	src/shmem.o \
 	src/worker.o \
 	src/statemachine.o \
+	src/trigger.o \
 	src/transition.o \
 	src/trigger_ddl.o \
 	src/history.o \

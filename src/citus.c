@@ -51,7 +51,10 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "citus.h"
 #include "idempotency.h"
+#include "registry.h"
+#include "sqlcall.h"
 
 /* The tables whose distribution we keep track of, by name in our schema. */
 static const char *const citus_table_names[CITUS_NUM_TABLES] = {
@@ -334,7 +337,7 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
  *		shard by shard; false if the table is not hash-distributed (the
  *		caller then runs its plain statement).  Only the coordinator deletes:
  *		anywhere else this deletes nothing and returns true.  Called inside
- *		the registry's frame (SPI connected, as the tables' owner).
+ *		the caller's SQL frame (sqlcall.c: SPI connected, as the tables' owner).
  *
  * The limit is shared among the shards: each round gives every shard still
  * in play an equal part of what is left (at least one row, to as many shards
@@ -415,7 +418,7 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 																		 TimestampTzGetDatum(now))));
 
 	/*
-	 * What counts as expired: as RS_CLEANUP and its twins have it, a
+	 * What counts as expired: as each table's delete_expired_stmt has it, a
 	 * registry record also needs its last attempt two seconds behind the
 	 * clock, so that no fencing token is issued twice (RegistryFence).
 	 */
@@ -466,47 +469,6 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 
 	SPI_finish();
 	return true;
-}
-
-/*
- * IdempotencyCitusInboxExecute
- *		RS_INBOX_RECEIVE_BATCH or RS_INBOX_RENEW_EXPIRED on a distributed
- *		inbox, in the registry's frame; returns how many ids it recorded or
- *		renewed, which SPI_tuptable holds.  The statement is registry.c's,
- *		wrapped in a WITH: Citus runs an INSERT ... SELECT by pulling the
- *		rows to the coordinator, and reports rows that ON CONFLICT skipped
- *		as processed, which SPI refuses for a statement with RETURNING; read
- *		through a WITH, only the rows returned count.  Neither statement
- *		fails on an id seen before, so no error needs catching (SCALE_OUT.md
- *		rule 13: Citus reports a unique violation from its COPY path without
- *		its SQLSTATE).
- */
-uint64
-IdempotencyCitusInboxExecute(RegistryStmt stmt, Datum *values)
-{
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	const char *sql;
-
-	if (stmt == RS_INBOX_RECEIVE_BATCH)
-		sql = "WITH n AS (INSERT INTO idempotency.inbox AS i"
-			" (owner, consumer, message_id, received_at, expires_at)"
-			" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
-			" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id)"
-			" SELECT n.message_id FROM n";
-	else if (stmt == RS_INBOX_RENEW_EXPIRED)
-		sql = "WITH n AS (UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
-			" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
-			" AND i.consumer OPERATOR(pg_catalog.=) $2"
-			" AND i.owner OPERATOR(pg_catalog.=) $1"
-			" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
-			" RETURNING i.message_id)"
-			" SELECT n.message_id FROM n";
-	else
-		elog(ERROR, "unexpected inbox statement %d", (int) stmt);
-
-	if (SPI_execute_with_args(sql, 5, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
-	return SPI_processed;
 }
 
 /*
@@ -591,18 +553,18 @@ citus_own_rows(FunctionCallInfo fcinfo, const char *sql,
 			   void (*emit) (ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc))
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RegistryCall call;
+	SqlCall call;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
 
 	InitMaterializedSRF(fcinfo, 0);
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	values[0] = call.owner;
 	if (SPI_execute_with_args(sql, 1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		emit(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 }
 
 /*

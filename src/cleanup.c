@@ -25,61 +25,60 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
+#include "citus.h"
+#include "cleanup.h"
+#include "history.h"
 #include "idempotency.h"
+#include "inbox.h"
+#include "registry.h"
+#include "shmem.h"
+#include "sqlcall.h"
+#include "stats.h"
+#include "tokens.h"
 
-/*
- * cleanup_table
- *		One table's part of a batch: its statement, or, when Citus
- *		distributes the table, a delete shard by shard (citus.c).
- */
-static uint64
-cleanup_table(RegistryStmt stmt, CitusTable table, RegistryCall *call, Datum *values)
+/* Deletes up to limit expired rows of one table, in the caller's frame. */
+typedef uint64 (*CleanupDelete) (SqlCall *call, int32 limit);
+
+/* The tables in the order a batch visits them, each with its statement. */
+static const struct
 {
-	uint64		deleted;
-
-	if (IdempotencyCitusCleanup(table, call->now, DatumGetInt32(values[1]), &deleted))
-		return deleted;
-	return RegistryExecute(stmt, values, NULL);
-}
+	CitusTable	table;
+	CleanupDelete delete_expired;
+}			cleanup_tables[] = {
+	{CITUS_REGISTRY, RegistryDeleteExpired},
+	{CITUS_INBOX, InboxDeleteExpired},
+	{CITUS_TOKENS, TokensDeleteExpired},
+	{CITUS_HISTORY, HistoryDeleteExpired},
+};
 
 /*
  * IdempotencyCleanup
  *		Delete up to batch_size expired records (the oldest first), then,
  *		with what is left of the batch, expired inbox entries, tokens and
  *		state history; return how many rows went.  The statements run as the
- *		registry's owner (RegistryCallBegin), so the caller needs no
- *		privilege on the tables.
+ *		tables' owner (SqlCallBegin), so the caller needs no privilege on
+ *		them.  A table that Citus distributes is cleaned shard by shard
+ *		(citus.c).
  */
 uint64
 IdempotencyCleanup(int32 batch_size)
 {
-	RegistryCall call;
-	Datum		values[3];
-	uint64		deleted;
+	SqlCall		call;
+	uint64		deleted = 0;
 
 	Assert(batch_size > 0);
 
-	RegistryCallBegin(&call);
-	values[0] = TimestampTzGetDatum(call.now);
-	values[1] = Int32GetDatum(batch_size);
-	values[2] = Int32GetDatum(RegistryFence() - 1);
-	deleted = cleanup_table(RS_CLEANUP, CITUS_REGISTRY, &call, values);
-	if (deleted < (uint64) batch_size)
+	SqlCallBegin(&call);
+	for (size_t i = 0; i < lengthof(cleanup_tables) && deleted < (uint64) batch_size; i++)
 	{
-		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += cleanup_table(RS_INBOX_CLEANUP, CITUS_INBOX, &call, values);
+		int32		limit = batch_size - (int32) deleted;
+		uint64		n;
+
+		if (!IdempotencyCitusCleanup(cleanup_tables[i].table, call.now, limit, &n))
+			n = cleanup_tables[i].delete_expired(&call, limit);
+		deleted += n;
 	}
-	if (deleted < (uint64) batch_size)
-	{
-		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += cleanup_table(RS_TOKEN_CLEANUP, CITUS_TOKENS, &call, values);
-	}
-	if (deleted < (uint64) batch_size)
-	{
-		values[1] = Int32GetDatum(batch_size - (int32) deleted);
-		deleted += cleanup_table(RS_HISTORY_CLEANUP, CITUS_HISTORY, &call, values);
-	}
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 	IdempotencyCount(STAT_ROWS_CLEANED, deleted);
 	return deleted;
 }

@@ -33,6 +33,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "deferred.h"
 #include "idempotency.h"
 
 /* The open deferred claims of the current transaction, in TopTransactionContext. */

@@ -54,6 +54,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "extension.h"
 #include "idempotency.h"
 
 #define EXTENSION_NAME		"idempotency"

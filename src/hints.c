@@ -38,6 +38,7 @@
 #include "utils/elog.h"
 
 #include "idempotency.h"
+#include "shmem.h"
 
 /* What grant_usage() grants, by the name core puts in its message. */
 static const char *const hint_functions[] = {

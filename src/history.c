@@ -10,7 +10,7 @@
  * its primary key, as a jsonb object; the table by its schema-qualified name,
  * which survives pg_dump and restore (on a Citus shard, the distributed
  * table's name; the history itself stays on the shard's node).  The insert runs as the history
- * table's owner (through the registry's frame), so the application needs no
+ * table's owner (through the SQL frame, sqlcall.c), so the application needs no
  * privilege on it; who may read a history row is decided by row-level
  * security: whoever may read the table it describes.
  *
@@ -39,7 +39,152 @@
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
+#include "citus.h"
+#include "history.h"
 #include "idempotency.h"
+#include "sqlcall.h"
+#include "triggers.h"
+
+/* How a primary key column goes into the row's jsonb key. */
+typedef enum HistoryKeyKind
+{
+	HISTORY_KEY_BOOL,			/* a jsonb boolean */
+	HISTORY_KEY_NUMBER,			/* a jsonb number, from its text */
+	HISTORY_KEY_STRING			/* its text */
+} HistoryKeyKind;
+
+typedef struct HistoryKeyColumn
+{
+	AttrNumber	attnum;
+	HistoryKeyKind kind;
+	FmgrInfo	outfunc;
+} HistoryKeyColumn;
+
+typedef struct HistoryTriggerCache
+{
+	TriggerCache base;			/* the trigger and its state column */
+	char	   *table_name;		/* as the history names the table */
+	FmgrInfo	state_out;		/* the state column's output function */
+	int			nkeys;
+	HistoryKeyColumn *keys;		/* the primary key's columns */
+} HistoryTriggerCache;
+
+/* $1 table, $2 row key, $3 from, $4 to, $5 when, $6 xid, $7 role, $8 expiry */
+static SqlStatement history_insert = {
+	.sql = "INSERT INTO idempotency.state_history"
+	" (table_name, row_key, from_state, to_state, changed_at, xid, role, expires_at)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+	.nargs = 8,
+	.argtypes = {TEXTOID, JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, XID8OID, TEXTOID,
+	TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/*
+ * $1 now, $2 batch size.  History rows have no natural key, so this one goes
+ * by ctid: a plain server's fastest way, and history is optional and
+ * node-local anyway.
+ */
+static SqlStatement history_delete_expired = {
+	.sql = "DELETE FROM idempotency.state_history AS h"
+	" WHERE h.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"   SELECT e.ctid FROM idempotency.state_history AS e"
+	"    WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+	"    ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
+	.nargs = 2,
+	.argtypes = {TIMESTAMPTZOID, INT4OID},
+	.expected_rc = SPI_OK_DELETE,
+	.custom_plan = true,
+};
+
+static AttrNumber history_check(Relation rel, Trigger *trigger);
+static void history_build(TriggerCache *base, Relation rel, Trigger *trigger,
+						  MemoryContext cxt);
+
+/*
+ * record_transition triggers: AFTER INSERT and/or UPDATE, FOR EACH ROW, with
+ * one argument, a column of the table, on a table with a primary key.
+ */
+const TriggerProtocol HistoryTriggerProtocol = {
+	.funcname = "record_transition",
+	.before = false,
+	.nargs = 1,
+	.args_message = "one argument, the state column",
+	.column_arg = 0,
+	.check = history_check,
+	.cache_size = sizeof(HistoryTriggerCache),
+	.build = history_build,
+};
+
+/*
+ * history_require_pkey
+ *		The table's primary key columns; an error if it has none.
+ */
+static Bitmapset *
+history_require_pkey(Relation rel)
+{
+	Bitmapset  *pkattrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
+
+	if (pkattrs == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
+				 errdetail("record_transition identifies the rows it records by their primary key.")));
+	return pkattrs;
+}
+
+/*
+ * history_check
+ *		The protocol's check, and a primary key.
+ */
+static AttrNumber
+history_check(Relation rel, Trigger *trigger)
+{
+	AttrNumber	attnum = IdempotencyTriggerCheck(&HistoryTriggerProtocol, rel, trigger);
+
+	(void) history_require_pkey(rel);
+	return attnum;
+}
+
+/*
+ * history_build
+ *		The table's name and how each primary key column is written.
+ */
+static void
+history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext cxt)
+{
+	HistoryTriggerCache *cache = (HistoryTriggerCache *) base;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Bitmapset  *pkattrs = history_require_pkey(rel);
+	int			x = -1;
+	Oid			outfunc;
+	bool		isvarlena;
+
+	/* on a Citus shard, the distributed table's name */
+	cache->table_name = MemoryContextStrdup(cxt, IdempotencyCitusTableName(rel));
+	getTypeOutputInfo(TupleDescAttr(tupdesc, base->attnum - 1)->atttypid, &outfunc, &isvarlena);
+	fmgr_info_cxt(outfunc, &cache->state_out, cxt);
+	cache->keys = MemoryContextAllocZero(cxt, sizeof(HistoryKeyColumn) * bms_num_members(pkattrs));
+	while ((x = bms_next_member(pkattrs, x)) >= 0)
+	{
+		HistoryKeyColumn *col = &cache->keys[cache->nkeys++];
+		Oid			typid;
+		char		category;
+		bool		preferred;
+
+		col->attnum = x + FirstLowInvalidHeapAttributeNumber;
+		typid = TupleDescAttr(tupdesc, col->attnum - 1)->atttypid;
+		get_type_category_preferred(typid, &category, &preferred);
+		if (typid == BOOLOID)
+			col->kind = HISTORY_KEY_BOOL;
+		else if (category == TYPCATEGORY_NUMERIC && typid != FLOAT4OID && typid != FLOAT8OID)
+			col->kind = HISTORY_KEY_NUMBER;
+		else
+			col->kind = HISTORY_KEY_STRING;
+		getTypeOutputInfo(typid, &outfunc, &isvarlena);
+		fmgr_info_cxt(outfunc, &col->outfunc, cxt);
+	}
+}
 
 /*
  * history_row_key
@@ -47,55 +192,39 @@
  *		such, everything else as its text.
  */
 static Jsonb *
-history_row_key(Relation rel, HeapTuple tuple)
+history_row_key(HistoryTriggerCache *cache, Relation rel, HeapTuple tuple)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
-	Bitmapset  *pkattrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
 	JsonbParseState *state = NULL;
 	JsonbValue *result;
-	int			x = -1;
-
-	if (pkattrs == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
-				 errdetail("record_transition identifies the rows it records by their primary key.")));
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	while ((x = bms_next_member(pkattrs, x)) >= 0)
+	for (int i = 0; i < cache->nkeys; i++)
 	{
-		AttrNumber	attnum = x + FirstLowInvalidHeapAttributeNumber;
-		Form_pg_attribute att = TupleDescAttr(tupdesc, attnum - 1);
+		HistoryKeyColumn *col = &cache->keys[i];
+		Form_pg_attribute att = TupleDescAttr(tupdesc, col->attnum - 1);
 		JsonbValue	key;
 		JsonbValue	val;
 		bool		isnull;
-		Datum		d = heap_getattr(tuple, attnum, tupdesc, &isnull);
-		char		category;
-		bool		preferred;
+		Datum		d = heap_getattr(tuple, col->attnum, tupdesc, &isnull);
 
 		key.type = jbvString;
 		key.val.string.val = NameStr(att->attname);
 		key.val.string.len = strlen(NameStr(att->attname));
 		pushJsonbValue(&state, WJB_KEY, &key);
 
-		get_type_category_preferred(att->atttypid, &category, &preferred);
 		if (isnull)
 			val.type = jbvNull;
-		else if (att->atttypid == BOOLOID)
+		else if (col->kind == HISTORY_KEY_BOOL)
 		{
 			val.type = jbvBool;
 			val.val.boolean = DatumGetBool(d);
 		}
 		else
 		{
-			Oid			outfunc;
-			bool		isvarlena;
-			char	   *str;
+			char	   *str = OutputFunctionCall(&col->outfunc, d);
 
-			getTypeOutputInfo(att->atttypid, &outfunc, &isvarlena);
-			str = OidOutputFunctionCall(outfunc, d);
-			if (category == TYPCATEGORY_NUMERIC && att->atttypid != FLOAT4OID &&
-				att->atttypid != FLOAT8OID)
+			if (col->kind == HISTORY_KEY_NUMBER)
 			{
 				val.type = jbvNumeric;
 				val.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
@@ -117,43 +246,16 @@ history_row_key(Relation rel, HeapTuple tuple)
 }
 
 /*
- * HistoryCheckTrigger
- *		Check how a record_transition trigger is defined: AFTER INSERT and/or
- *		UPDATE, FOR EACH ROW, with one argument, a column of the table, on a
- *		table with a primary key.  Returns the column's number.  Runs when the
- *		trigger is created (trigger_ddl.c) and for every row.
+ * history_state
+ *		A state column's value as text, or NULL.
  */
-AttrNumber
-HistoryCheckTrigger(Relation rel, Trigger *trigger)
+static char *
+history_state(HistoryTriggerCache *cache, HeapTuple tuple, TupleDesc tupdesc)
 {
-	AttrNumber	attnum;
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, cache->base.attnum, tupdesc, &isnull);
 
-	if (!TRIGGER_FOR_ROW(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired for each row")));
-	if (!TRIGGER_FOR_AFTER(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired after the event")));
-	if (TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be fired for INSERT or UPDATE")));
-	if (trigger->tgnargs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: trigger \"%s\" must have one argument, the state column",
-						trigger->tgname)));
-
-	attnum = IdempotencyTriggerColumn(rel, trigger, 0, NULL);
-
-	if (RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
-				 errdetail("record_transition identifies the rows it records by their primary key.")));
-	return attnum;
+	return isnull ? NULL : OutputFunctionCall(&cache->state_out, d);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_record_transition);
@@ -166,37 +268,30 @@ Datum
 idempotency_record_transition(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Relation	rel;
+	HistoryTriggerCache *cache;
 	TupleDesc	tupdesc;
 	HeapTuple	newtuple;
-	int			attnum;
 	char	   *to_state;
 	char	   *from_state = NULL;
-	RegistryCall call;
+	SqlCall		call;
 	Datum		values[8];
 	char		nulls[8];
 	Interval	ttl = {0};
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("record_transition: must be called as trigger")));
-
-	rel = trigdata->tg_relation;
-	tupdesc = RelationGetDescr(rel);
-	attnum = HistoryCheckTrigger(rel, trigdata->tg_trigger);
+	cache = (HistoryTriggerCache *) IdempotencyTriggerCache(fcinfo, &HistoryTriggerProtocol);
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		newtuple = trigdata->tg_trigtuple;
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		newtuple = trigdata->tg_newtuple;
-		from_state = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, attnum);
+		from_state = history_state(cache, trigdata->tg_trigtuple, tupdesc);
 	}
 	else
 		elog(ERROR, "record_transition: unrecognized operation");
 
-	to_state = SPI_getvalue(newtuple, tupdesc, attnum);
+	to_state = history_state(cache, newtuple, tupdesc);
 	if (to_state == NULL ||
 		(from_state != NULL && strcmp(from_state, to_state) == 0))
 		return PointerGetDatum(NULL);	/* no change of state to record */
@@ -204,21 +299,32 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	memset(nulls, ' ', sizeof(nulls));
 	ttl.time = (int64) idempotency_history_ttl * USECS_PER_SEC;
 
-	/* on a Citus shard, the distributed table's name */
-	values[0] = CStringGetTextDatum(IdempotencyCitusTableName(rel));
-	values[1] = JsonbPGetDatum(history_row_key(rel, newtuple));
+	values[0] = CStringGetTextDatum(cache->table_name);
+	values[1] = JsonbPGetDatum(history_row_key(cache, trigdata->tg_relation, newtuple));
 	values[2] = from_state ? CStringGetTextDatum(from_state) : (Datum) 0;
 	nulls[2] = from_state ? ' ' : 'n';
 	values[3] = CStringGetTextDatum(to_state);
 	values[5] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	values[4] = TimestampTzGetDatum(call.now);
 	values[6] = call.owner;
 	values[7] = DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(call.now),
 									IntervalPGetDatum(&ttl));
-	RegistryExecute(RS_HISTORY_INSERT, values, nulls);
-	RegistryCallEnd(&call);
+	(void) SqlExecute(&history_insert, values, nulls);
+	SqlCallEnd(&call);
 
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * HistoryDeleteExpired
+ *		Delete up to limit expired history rows, in the caller's frame.
+ */
+uint64
+HistoryDeleteExpired(SqlCall *call, int32 limit)
+{
+	Datum		values[2] = {TimestampTzGetDatum(call->now), Int32GetDatum(limit)};
+
+	return SqlExecute(&history_delete_expired, values, NULL);
 }

@@ -23,8 +23,11 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "cleanup.h"
 #include "compat.h"
 #include "idempotency.h"
+#include "shmem.h"
+#include "stats.h"
 
 IDEMPOTENCY_MODULE_MAGIC;
 

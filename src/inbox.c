@@ -28,10 +28,137 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "citus.h"
 #include "idempotency.h"
+#include "inbox.h"
+#include "sqlcall.h"
+#include "stats.h"
+#include "utils.h"
 
 /* Batches smaller than this go straight to INSERT ... ON CONFLICT. */
 #define INBOX_PLAIN_INSERT_MIN_BATCH 2
+
+/*
+ * The statements: $1 owner, $2 consumer, then the message id(s), $4 now,
+ * $5 expires_at.  Like a claim, receive_stmt waits for a concurrent
+ * uncommitted receive of the same id and then conflicts (it committed) or
+ * inserts (it rolled back).
+ */
+static SqlStatement receive_stmt = {
+	.sql = "INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+	" VALUES ($1, $2, $3, $4, $5) ON CONFLICT (owner, consumer, message_id) DO NOTHING",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/* renew one expired message id */
+static SqlStatement reclaim_stmt = {
+	.sql = "UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
+	" WHERE i.message_id OPERATOR(pg_catalog.=) $3"
+	" AND i.consumer OPERATOR(pg_catalog.=) $2"
+	" AND i.owner OPERATOR(pg_catalog.=) $1"
+	" AND i.expires_at OPERATOR(pg_catalog.<=) $4",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_UPDATE,
+};
+
+/*
+ * $3 holds a batch's ids sorted and each once (inbox_sorted_unique), and
+ * unnest inserts them in that order.
+ *
+ * insert_new_stmt is a plain INSERT, for a batch expected to be all new: it
+ * fails with unique_violation if any id was seen before, and the caller runs
+ * it in a subtransaction and falls back to receive_batch_stmt, whose
+ * RETURNING gives back the ids that were new.  A plain INSERT costs half as
+ * much per row as ON CONFLICT, whose speculative insertion takes a lock,
+ * probes the index and writes a second WAL record for every row.
+ */
+static SqlStatement insert_new_stmt = {
+	.sql = "INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+static SqlStatement receive_batch_stmt = {
+	.sql = "INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
+	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
+	" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT_RETURNING,
+	.natts = 1,
+};
+
+/* renew the expired entries among many ids */
+static SqlStatement renew_expired_stmt = {
+	.sql = "UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
+	" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+	" AND i.consumer OPERATOR(pg_catalog.=) $2"
+	" AND i.owner OPERATOR(pg_catalog.=) $1"
+	" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
+	" RETURNING i.message_id",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_UPDATE_RETURNING,
+	.natts = 1,
+};
+
+/*
+ * The same two on an inbox that Citus distributes, wrapped in a WITH: Citus
+ * runs an INSERT ... SELECT by pulling the rows to the coordinator, and
+ * reports rows that ON CONFLICT skipped as processed, which SPI refuses for
+ * a statement with RETURNING; read through a WITH, only the rows returned
+ * count.  Neither fails on an id seen before, so no error needs catching
+ * (SCALE_OUT.md rule 13: Citus reports a unique violation from its COPY path
+ * without its SQLSTATE).  Planned for the actual values every time, as
+ * Citus plans a multi-shard statement anyway.
+ */
+static SqlStatement citus_receive_batch_stmt = {
+	.sql = "WITH n AS (INSERT INTO idempotency.inbox AS i"
+	" (owner, consumer, message_id, received_at, expires_at)"
+	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
+	" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id)"
+	" SELECT n.message_id FROM n",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.custom_plan = true,
+};
+
+static SqlStatement citus_renew_expired_stmt = {
+	.sql = "WITH n AS (UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
+	" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+	" AND i.consumer OPERATOR(pg_catalog.=) $2"
+	" AND i.owner OPERATOR(pg_catalog.=) $1"
+	" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
+	" RETURNING i.message_id)"
+	" SELECT n.message_id FROM n",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.custom_plan = true,
+};
+
+/* $1 now, $2 batch size: the oldest expired entries first */
+static SqlStatement delete_expired_stmt = {
+	.sql = "DELETE FROM idempotency.inbox AS i"
+	" USING (SELECT e.message_id, e.consumer, e.owner FROM idempotency.inbox AS e"
+	"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+	"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+	" WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
+	" AND i.consumer OPERATOR(pg_catalog.=) x.consumer"
+	" AND i.owner OPERATOR(pg_catalog.=) x.owner",
+	.nargs = 2,
+	.argtypes = {TIMESTAMPTZOID, INT4OID},
+	.expected_rc = SPI_OK_DELETE,
+	.custom_plan = true,
+};
 
 /*
  * inbox_text_arg
@@ -73,23 +200,23 @@ PG_FUNCTION_INFO_V1(idempotency_inbox_receive);
 Datum
 idempotency_inbox_receive(PG_FUNCTION_ARGS)
 {
-	RegistryCall call;
+	SqlCall call;
 	Datum		values[5];
 	bool		first;
 
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
 	values[2] = inbox_text_arg(fcinfo, 1, "message_id");
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	values[0] = call.owner;
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(inbox_expiry(fcinfo, 2, call.now));
 
 	/* new; or expired and renewed; or cleaned away between the two */
-	first = RegistryExecute(RS_INBOX_RECEIVE, values, NULL) == 1 ||
-		RegistryExecute(RS_INBOX_RECLAIM, values, NULL) == 1 ||
-		RegistryExecute(RS_INBOX_RECEIVE, values, NULL) == 1;
-	RegistryCallEnd(&call);
+	first = SqlExecute(&receive_stmt, values, NULL) == 1 ||
+		SqlExecute(&reclaim_stmt, values, NULL) == 1 ||
+		SqlExecute(&receive_stmt, values, NULL) == 1;
+	SqlCallEnd(&call);
 
 	IdempotencyCount(first ? STAT_INBOX_NEW : STAT_INBOX_DUPLICATE, 1);
 	PG_RETURN_BOOL(first);
@@ -136,7 +263,7 @@ inbox_sorted_unique(Datum *ids, int n, Datum **sorted)
 
 /*
  * inbox_mark
- *		Set is_new[] for the ids SPI_tuptable holds, at their places among
+ *		Set is_new[] for the ids the last statement returned, at their places among
  *		the sorted ids; returns how many it set.
  */
 static int
@@ -147,7 +274,7 @@ inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;
-		Datum		id = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		id = SqlResult(i, 1, &isnull);
 		Datum	   *hit = bsearch(&id, sorted, m, sizeof(Datum), inbox_id_cmp);
 
 		if (hit != NULL && !is_new[hit - sorted])
@@ -161,12 +288,12 @@ inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
 
 /*
  * inbox_insert_new
- *		RS_INBOX_INSERT_NEW, as RegistryTry runs it.
+ *		insert_new_stmt, as SqlTry runs it.
  */
 static void
 inbox_insert_new(void *values)
 {
-	(void) RegistryExecute(RS_INBOX_INSERT_NEW, (Datum *) values, NULL);
+	(void) SqlExecute(&insert_new_stmt, (Datum *) values, NULL);
 }
 
 /*
@@ -190,7 +317,7 @@ inbox_try_all_new(Datum *values, int n)
 		MyProc->subxidStatus.overflowed ||
 		MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS / 2)
 		return false;
-	return RegistryTry(inbox_insert_new, values, ERRCODE_UNIQUE_VIOLATION);
+	return SqlTry(inbox_insert_new, values, ERRCODE_UNIQUE_VIOLATION);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_inbox_receive_batch);
@@ -205,7 +332,7 @@ Datum
 idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RegistryCall call;
+	SqlCall call;
 	Datum		values[5];
 	ArrayType  *ids;
 	Datum	   *elems;
@@ -249,7 +376,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	m = inbox_sorted_unique(elems, n, &sorted);
 	is_new = palloc0(sizeof(bool) * m);
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	values[0] = call.owner;
 	values[2] = PointerGetDatum(construct_array(sorted, m, TEXTOID, -1, false, TYPALIGN_INT));
 	values[3] = TimestampTzGetDatum(call.now);
@@ -264,15 +391,15 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	{
 		/* distributed by Citus: no statement that needs an error caught */
 		if (inbox_mark(sorted, m, is_new,
-					   IdempotencyCitusInboxExecute(RS_INBOX_RECEIVE_BATCH, values)) < m)
+					   SqlExecute(&citus_receive_batch_stmt, values, NULL)) < m)
 			inbox_mark(sorted, m, is_new,
-					   IdempotencyCitusInboxExecute(RS_INBOX_RENEW_EXPIRED, values));
+					   SqlExecute(&citus_renew_expired_stmt, values, NULL));
 	}
 	else if (inbox_try_all_new(values, m))
 		memset(is_new, true, sizeof(bool) * m);
 	else if (inbox_mark(sorted, m, is_new,
-						RegistryExecute(RS_INBOX_RECEIVE_BATCH, values, NULL)) < m)
-		inbox_mark(sorted, m, is_new, RegistryExecute(RS_INBOX_RENEW_EXPIRED, values, NULL));
+						SqlExecute(&receive_batch_stmt, values, NULL)) < m)
+		inbox_mark(sorted, m, is_new, SqlExecute(&renew_expired_stmt, values, NULL));
 
 	/* the new ids in input order, each once */
 	for (int i = 0; i < n; i++)
@@ -290,6 +417,18 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	}
 	IdempotencyCount(STAT_INBOX_NEW, emitted);
 	IdempotencyCount(STAT_INBOX_DUPLICATE, n - emitted);
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 	return (Datum) 0;
+}
+
+/*
+ * InboxDeleteExpired
+ *		Delete up to limit expired inbox entries, in the caller's frame.
+ */
+uint64
+InboxDeleteExpired(SqlCall *call, int32 limit)
+{
+	Datum		values[2] = {TimestampTzGetDatum(call->now), Int32GetDatum(limit)};
+
+	return SqlExecute(&delete_expired_stmt, values, NULL);
 }

@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "key.h"
 #include "key_charsets.h"
 
 /* How many bytes of an offending value an error message shows. */

@@ -43,6 +43,7 @@
 #include "utils/lsyscache.h"
 
 #include "idempotency.h"
+#include "key.h"
 
 /*
  * key_cmp_internal

@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * keyfuncs.c
- *	  Structured keys: make_key() and parse_key(), and the SHA-256 helper
- *	  that they and the request fingerprint share.
+ *	  Structured keys: make_key() and parse_key().
  *
  * A structured key is prefix:business_id:operation:version:checksum, where
  * checksum is the first 8 hex digits of SHA-256 over the first four parts
@@ -17,41 +16,19 @@
  */
 #include "postgres.h"
 
-#include "common/cryptohash.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "key.h"
+#include "utils.h"
 
 /* Number of hex digits of SHA-256 kept as a structured key's checksum. */
 #define KEY_CHECKSUM_HEXLEN 8
 
 /* Parts of a structured key before the checksum. */
 #define KEY_NPARTS 4
-
-/*
- * IdempotencySha256
- *		SHA-256 of a byte string, through PostgreSQL's own cryptohash API
- *		(OpenSSL when the server was built with it).
- */
-void
-IdempotencySha256(const char *data, size_t len,
-				  uint8 digest[IDEMPOTENCY_SHA256_LEN])
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
-		pg_cryptohash_final(ctx, digest, IDEMPOTENCY_SHA256_LEN) < 0)
-	{
-		const char *reason = pg_cryptohash_error(ctx);
-
-		pg_cryptohash_free(ctx);
-		elog(ERROR, "could not compute SHA-256 hash: %s", reason);
-	}
-	pg_cryptohash_free(ctx);
-}
 
 /*
  * keyfuncs_checksum

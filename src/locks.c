@@ -27,6 +27,8 @@
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "sqlcall.h"
+#include "utils.h"
 
 /* A fixed seed, so that the same key maps to the same lock in every backend. */
 #define LOCK_HASH_SEED UINT64CONST(0x69646d70)
@@ -40,7 +42,7 @@ lock_tag(FunctionCallInfo fcinfo)
 {
 	text	   *key;
 	text	   *scope;
-	text	   *owner = DatumGetTextPP(RegistryOwnerName(GetUserId()));
+	text	   *owner = DatumGetTextPP(SqlRoleName(GetUserId()));
 	StringInfoData buf;
 	uint64		h;
 

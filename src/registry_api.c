@@ -57,7 +57,13 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "deferred.h"
 #include "idempotency.h"
+#include "registry.h"
+#include "sqlcall.h"
+#include "stats.h"
+#include "tokens.h"
+#include "utils.h"
 
 /* How often a claim is retried when concurrent changes keep moving the record. */
 #define BEGIN_MAX_TRIES 10
@@ -118,35 +124,12 @@ typedef struct BeginArgs
 	bool		require_token;	/* the key must be a token issued to the caller */
 } BeginArgs;
 
-/* A record's answer: what begin and lookup return of it. */
-typedef struct RecordAnswer
-{
-	const char *status;
-	Datum		response;		/* 0 when null */
-	int32		status_code;	/* 0 when null */
-	Datum		body;			/* 0 when null */
-	int32		attempt;		/* 0 when null */
-	TimestampTz expires_at;		/* 0 when null */
-	TimestampTz lease_until;	/* 0 when null */
-} RecordAnswer;
-
 typedef struct BeginResult
 {
 	const char *outcome;
 	bool		takeover;		/* execute, by taking over a lapsed lease */
-	RecordAnswer rec;
+	RegistryRecord rec;			/* the answer */
 } BeginResult;
-
-/*
- * api_attempt
- *		The optional attempt argument as a statement parameter.
- */
-static void
-api_attempt(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
-{
-	*value = PG_ARGISNULL(argno) ? (Datum) 0 : PG_GETARG_DATUM(argno);
-	*null = PG_ARGISNULL(argno) ? 'n' : ' ';
-}
 
 /*
  * api_canonical_scalar
@@ -280,95 +263,6 @@ api_request_matches(Datum stored, Jsonb *request, Datum fingerprint)
 }
 
 /*
- * api_key_display
- *		The key as text for a message.
- */
-static char *
-api_key_display(Datum key)
-{
-	text	   *t = DatumGetTextPP(key);
-
-	return IdempotencyDisplayValue(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
-/*
- * api_status
- *		A record's status as one of our own constant strings, so that it
- *		outlives SPI's memory.
- */
-static const char *
-api_status(HeapTuple row, TupleDesc desc)
-{
-	bool		isnull;
-	text	   *status = DatumGetTextPP(SPI_getbinval(row, desc, LOOKUP_STATUS, &isnull));
-	static const char *const statuses[] = {"processing", "completed", "failed", "abandoned"};
-
-	for (size_t i = 0; i < lengthof(statuses); i++)
-		if (VARSIZE_ANY_EXHDR(status) == strlen(statuses[i]) &&
-			memcmp(VARDATA_ANY(status), statuses[i], strlen(statuses[i])) == 0)
-			return statuses[i];
-	elog(ERROR, "unexpected idempotency record status \"%s\"", text_to_cstring(status));
-	return NULL;				/* keep compiler quiet */
-}
-
-/*
- * api_copy_out
- *		A column of a record, detoasted and copied into the caller's memory:
- *		SPI's memory goes at the end of the call, and a toast pointer could
- *		outlive the value it points to once the record is cleaned.  0 for NULL.
- */
-static Datum
-api_copy_out(RegistryCall *call, HeapTuple row, TupleDesc desc, int col)
-{
-	bool		isnull;
-	Datum		value = SPI_getbinval(row, desc, col, &isnull);
-	MemoryContext oldcontext;
-	Datum		result;
-
-	if (isnull)
-		return (Datum) 0;
-	oldcontext = MemoryContextSwitchTo(call->caller_cxt);
-	result = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(value)));
-	MemoryContextSwitchTo(oldcontext);
-	return result;
-}
-
-/*
- * api_read_answer
- *		Everything begin and lookup return of the record RS_LOOKUP found.
- */
-static void
-api_read_answer(RegistryCall *call, HeapTuple row, TupleDesc desc, RecordAnswer *rec)
-{
-	bool		isnull;
-	Datum		d;
-
-	rec->status = api_status(row, desc);
-	rec->attempt = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
-	rec->expires_at = DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull));
-	d = SPI_getbinval(row, desc, LOOKUP_LEASE_UNTIL, &isnull);
-	rec->lease_until = isnull ? 0 : DatumGetTimestampTz(d);
-	d = SPI_getbinval(row, desc, LOOKUP_STATUS_CODE, &isnull);
-	rec->status_code = isnull ? 0 : DatumGetInt32(d);
-	rec->response = api_copy_out(call, row, desc, LOOKUP_RESPONSE);
-	rec->body = api_copy_out(call, row, desc, LOOKUP_BODY);
-}
-
-/*
- * api_record_live
- *		Whether the record RS_LOOKUP found counts as present: neither expired
- *		nor abandoned.
- */
-static bool
-api_record_live(RegistryCall *call, HeapTuple row, TupleDesc desc)
-{
-	bool		isnull;
-
-	return DatumGetTimestampTz(SPI_getbinval(row, desc, LOOKUP_EXPIRES_AT, &isnull)) > call->now &&
-		strcmp(api_status(row, desc), "abandoned") != 0;
-}
-
-/*
  * begin_execute
  *		Fill in the answer for a claim that is now ours.
  */
@@ -392,28 +286,20 @@ begin_execute(BeginArgs *args, BeginResult *result, int32 attempt, TimestampTz e
  * statement that may issue it (RegistryFence says why).
  */
 static bool
-begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
+begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
-	Datum		values[8];
-	char		nulls[8];
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
-	Datum		stored_fp;
-	bool		fp_isnull;
-	int32		fence = RegistryFence();
+	RegistryClaim claim;
+	RegistryRecord rec;
+	int32		attempt;
+	TimestampTz expires_at;
 	DeferredClaim *mine;
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = call->owner;
-	values[1] = args->scope;
-	values[2] = args->key;
-	values[3] = args->fingerprint;
-	nulls[3] = args->fingerprint == (Datum) 0 ? 'n' : ' ';
-	values[4] = TimestampTzGetDatum(call->now);
-	values[5] = TimestampTzGetDatum(args->lease_until);
-	values[6] = TimestampTzGetDatum(args->expires_at);
-	values[7] = Int32GetDatum(fence);
+	claim.scope = args->scope;
+	claim.key = args->key;
+	claim.fingerprint = args->fingerprint;
+	claim.lease_until = args->lease_until;
+	claim.expires_at = args->expires_at;
+	claim.fence = RegistryFence();
 
 	/*
 	 * This very transaction holds a deferred claim of the key (whatever mode
@@ -430,90 +316,72 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
 		return true;
 	}
 
-	if (!args->defer_claim &&
-		RegistryExecute(RS_CLAIM, values, nulls) == 1)
+	if (!args->defer_claim && RegistryInsertClaim(call, &claim))
 	{
 		/* the common case: nobody has this key, the claim is ours */
-		begin_execute(args, result, fence, args->expires_at);
+		begin_execute(args, result, claim.fence, args->expires_at);
 		return true;
 	}
 
-	if (RegistryExecute(RS_LOOKUP, values, nulls) == 0)
+	if (!RegistryLookup(call, args->scope, args->key, &rec))
 	{
-		DeferredClaim *claim;
+		DeferredClaim *deferred;
 
 		if (!args->defer_claim)
 			return false;		/* deleted since the claim conflicted */
 
 		/* nobody has this key: the claim is ours, written by finish */
-		claim = DeferredClaimAdd(call->owner, args->scope, args->key, args->fingerprint);
-		claim->attempt = fence;
-		claim->created_at = call->now;
-		claim->lease_until = args->lease_until;
-		claim->expires_at = args->expires_at;
-		begin_execute(args, result, fence, args->expires_at);
+		deferred = DeferredClaimAdd(call->owner, args->scope, args->key, args->fingerprint);
+		deferred->attempt = claim.fence;
+		deferred->created_at = call->now;
+		deferred->lease_until = args->lease_until;
+		deferred->expires_at = args->expires_at;
+		begin_execute(args, result, claim.fence, args->expires_at);
 		return true;
 	}
 
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-
 	/* an expired or abandoned record counts as absent: claim it afresh */
-	if (!api_record_live(call, row, desc))
+	if (!RegistryRecordLive(call, &rec))
 	{
-		if (RegistryExecute(RS_RECLAIM_EXPIRED, values, nulls) == 0)
+		if (!RegistryReclaim(call, &claim, &attempt))
 			return false;
-		begin_execute(args, result,
-					  DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1,
-												  &isnull)),
-					  args->expires_at);
+		begin_execute(args, result, attempt, args->expires_at);
 		return true;
 	}
 
 	/* reusing a key for a different request is the caller's bug: say so */
-	stored_fp = SPI_getbinval(row, desc, LOOKUP_FINGERPRINT, &fp_isnull);
-	if (args->request != NULL && !fp_isnull &&
-		!api_request_matches(stored_fp, args->request, args->fingerprint))
+	if (args->request != NULL && rec.fingerprint != (Datum) 0 &&
+		!api_request_matches(rec.fingerprint, args->request, args->fingerprint))
 	{
 		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
-						api_key_display(args->key),
+						IdempotencyKeyDisplay(args->key),
 						TextDatumGetCString(args->scope)),
 				 errhint("Use a new key for a new request.")));
 	}
 
-	api_read_answer(call, row, desc, &result->rec);
+	RegistryRecordKeep(call, &rec);
+	result->rec = rec;
 
-	if (strcmp(result->rec.status, "processing") != 0)
+	if (strcmp(rec.status, "processing") != 0)
 	{
 		result->outcome = "replay";
 		result->rec.lease_until = 0;
 		return true;
 	}
 
-	if (result->rec.lease_until > call->now)
+	if (rec.lease_until > call->now)
 	{
 		result->outcome = "in_progress";
 		return true;
 	}
 
 	/* the lease ran out: the work may have partly happened; take it over */
-	memset(nulls, ' ', sizeof(nulls));
-	values[3] = TimestampTzGetDatum(call->now);
-	values[4] = TimestampTzGetDatum(args->lease_until);
-	values[5] = Int32GetDatum(fence);
-	if (RegistryExecute(RS_TAKEOVER, values, nulls) == 0)
+	if (!RegistryTakeover(call, &claim, &attempt, &expires_at))
 		return false;
-	begin_execute(args, result,
-				  DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1,
-											  &isnull)),
-				  DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 2,
-													&isnull)));
+	begin_execute(args, result, attempt, expires_at);
 	result->takeover = true;
 	return true;
 }
@@ -526,7 +394,7 @@ begin_attempt(RegistryCall *call, BeginArgs *args, BeginResult *result)
  *		serialization failure the caller may retry.
  */
 static void
-begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
+begin_loop(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
 	/*
 	 * The token first, inside a bounded wait's subtransaction too: a token
@@ -545,14 +413,14 @@ begin_loop(RegistryCall *call, BeginArgs *args, BeginResult *result)
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not claim idempotency key \"%s\" because of concurrent changes",
-					api_key_display(args->key)),
+					IdempotencyKeyDisplay(args->key)),
 			 errhint("Retry the request.")));
 }
 
 /* begin_loop's arguments, passed through RegistryTry */
 typedef struct BeginBounded
 {
-	RegistryCall *call;
+	SqlCall *call;
 	BeginArgs  *args;
 	BeginResult *result;
 } BeginBounded;
@@ -584,11 +452,11 @@ begin_loop_bounded(void *arg)
  *		visible while its transaction runs).
  */
 static void
-begin_bounded(RegistryCall *call, BeginArgs *args, BeginResult *result)
+begin_bounded(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
 	BeginBounded b = {call, args, result};
 
-	if (!RegistryTry(begin_loop_bounded, &b, ERRCODE_LOCK_NOT_AVAILABLE))
+	if (!SqlTry(begin_loop_bounded, &b, ERRCODE_LOCK_NOT_AVAILABLE))
 	{
 		memset(result, 0, sizeof(BeginResult));
 		result->outcome = "in_progress";
@@ -684,7 +552,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	static Oid	desc_fn = InvalidOid;
 	BeginArgs	args = {0};
 	BeginResult result = {0};
-	RegistryCall call;
+	SqlCall call;
 	TupleDesc	tupdesc;
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
@@ -706,7 +574,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 
 	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 
 	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(3), "ttl");
 	if (PG_ARGISNULL(4))
@@ -726,7 +594,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	else
 		begin_loop(&call, &args, &result);
 
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 
 	if (strcmp(result.outcome, "execute") == 0)
 	{
@@ -763,62 +631,51 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
  *		with the SQLSTATE that tells the caller what to do about it.
  */
 static void
-api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value,
-				 char attempt_null)
+api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 {
-	bool		attempt_given = attempt_null != 'n';
-	int32		attempt = attempt_given ? DatumGetInt32(attempt_value) : 0;
-	Datum		values[3] = {call->owner, scope, key};
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
-	char	   *keystr = api_key_display(key);
+	RegistryRecord rec;
+	char	   *keystr = IdempotencyKeyDisplay(key);
 	char	   *scopestr = TextDatumGetCString(scope);
-	int32		current;
 
-	if (RegistryExecute(RS_LOOKUP, values, NULL) == 0)
+	if (!RegistryLookup(call, scope, key, &rec))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
 						keystr, scopestr),
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-
 	/* a fenced-off attempt hears about that first, whatever happened since */
-	current = DatumGetInt32(SPI_getbinval(row, desc, LOOKUP_ATTEMPT, &isnull));
-	if (attempt_given && attempt > current)
+	if (attempt.given && attempt.value > rec.attempt)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
-						attempt, keystr, scopestr),
-				 errdetail("The latest attempt is %d.", current),
+						attempt.value, keystr, scopestr),
+				 errdetail("The latest attempt is %d.", rec.attempt),
 				 errhint("Pass the attempt that idempotent_begin returned.")));
-	if (attempt_given && attempt != current)
+	if (attempt.given && attempt.value != rec.attempt)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
-						attempt, keystr, scopestr),
+						attempt.value, keystr, scopestr),
 				 errdetail("A later claim, attempt %d, holds the key now: the lease of attempt %d ran out and it was taken over, or its record expired or was abandoned and the key was claimed again.",
-						   current, attempt)));
+						   rec.attempt, attempt.value)));
 
-	if (!api_record_live(call, row, desc))
+	if (!RegistryRecordLive(call, &rec))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
 						keystr, scopestr),
 				 errdetail("Its claim %s.",
-						   strcmp(api_status(row, desc), "abandoned") == 0 ?
+						   strcmp(rec.status, "abandoned") == 0 ?
 						   "was abandoned" : "expired"),
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
-	if (strcmp(api_status(row, desc), "processing") != 0)
+	if (strcmp(rec.status, "processing") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
 						keystr, scopestr),
-				 errdetail("Its status is \"%s\".", api_status(row, desc))));
+				 errdetail("Its status is \"%s\".", rec.status)));
 
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,
@@ -833,63 +690,81 @@ api_explain_miss(RegistryCall *call, Datum scope, Datum key, Datum attempt_value
  *		attempt: it must be the claim's.
  */
 static void
-api_deferred_attempt(DeferredClaim *claim, Datum attempt, char attempt_null)
+api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
 {
-	if (attempt_null != 'n' && DatumGetInt32(attempt) != claim->attempt)
+	if (attempt.given && attempt.value != claim->attempt)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is not current",
-						DatumGetInt32(attempt),
+						attempt.value,
 						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
 				 errdetail("This transaction's deferred claim of the key is attempt %d.",
 						   claim->attempt)));
 }
 
 /*
- * finish_deferred
- *		Write this transaction's deferred claim as a finished record, from
- *		finish's statement parameters.  If a record of the key appeared since
- *		begin (a duplicate request that raced past it), the insert waits for
- *		its transaction: if that rolls back, ours goes in; if it commits, the
- *		other request did the work, and this transaction must roll back its
- *		own: a serialization failure, whose retry replays the other's answer.
+ * api_end_claim
+ *		What finish (with an answer) and abandon (answer NULL) share: end the
+ *		caller's live claim of the key, the deferred one of this transaction
+ *		if there is one, or explain why there is none.  ttl, if not 0, is a
+ *		new lifetime for the finished record, counted from now.
+ *
+ * A deferred claim's finish writes the whole record now.  If a record of the
+ * key appeared since begin (a duplicate request that raced past it), the
+ * insert waits for its transaction: if that rolls back, ours goes in; if it
+ * commits, the other request did the work, and this transaction must roll
+ * back its own: a serialization failure, whose retry replays the other's
+ * answer.  A deferred claim's abandon only forgets it: nothing was written.
  */
 static void
-finish_deferred(RegistryCall *call, DeferredClaim *claim, Datum *finish_values,
-				char *finish_nulls)
+api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
+			  RegistryAnswer *answer, Datum ttl)
 {
-	Datum		values[12];
-	char		nulls[12];
+	SqlCall		call;
+	DeferredClaim *deferred;
+	bool		ended;
 
-	api_deferred_attempt(claim, finish_values[6], finish_nulls[6]);
+	SqlCallBegin(&call);
+	if (ttl != (Datum) 0)
+		answer->expires_at = IdempotencyAddPositive(call.now, ttl, "ttl");
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = call->owner;
-	values[1] = PointerGetDatum(claim->scope);
-	values[2] = PointerGetDatum(claim->key);
-	values[3] = finish_values[3];	/* status */
-	values[4] = Int32GetDatum(claim->attempt);
-	values[5] = PointerGetDatum(claim->fingerprint);
-	nulls[5] = claim->fingerprint == NULL ? 'n' : ' ';
-	values[6] = finish_values[4];	/* response */
-	nulls[6] = finish_nulls[4];
-	values[7] = finish_values[7];	/* status_code */
-	nulls[7] = finish_nulls[7];
-	values[8] = finish_values[8];	/* body */
-	nulls[8] = finish_nulls[8];
-	values[9] = TimestampTzGetDatum(claim->created_at);
-	values[10] = TimestampTzGetDatum(call->now);
-	values[11] = finish_nulls[9] == 'n' ?
-		TimestampTzGetDatum(claim->expires_at) : finish_values[9];
+	deferred = DeferredClaimFind(call.owner, scope, key);
+	if (deferred != NULL)
+	{
+		api_deferred_attempt(deferred, attempt);
+		if (answer != NULL && !RegistryInsertFinished(&call, deferred, answer))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
+							text_to_cstring(deferred->key), text_to_cstring(deferred->scope)),
+					 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
+					 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
+		DeferredClaimForget(deferred);
+		ended = true;
+	}
+	else if (answer != NULL)
+		ended = RegistryFinish(&call, scope, key, answer, attempt);
+	else
+		ended = RegistryAbandon(&call, scope, key, attempt);
+	if (!ended)
+		api_explain_miss(&call, scope, key, attempt);
 
-	if (RegistryExecute(RS_INSERT_FINISHED, values, nulls) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
-						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
-				 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
-				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
-	DeferredClaimForget(claim);
+	SqlCallEnd(&call);
+	IdempotencyCount(answer != NULL ? STAT_FINISH : STAT_ABANDON, 1);
+}
+
+/*
+ * api_attempt_arg
+ *		The optional attempt argument.
+ */
+static RegistryAttempt
+api_attempt_arg(FunctionCallInfo fcinfo, int argno)
+{
+	RegistryAttempt attempt = {!PG_ARGISNULL(argno), 0};
+
+	if (attempt.given)
+		attempt.value = PG_GETARG_INT32(argno);
+	return attempt;
 }
 
 PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
@@ -906,30 +781,23 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
 Datum
 idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 {
-	RegistryCall call;
+	RegistryAnswer answer = {0};
 	Datum		key;
 	Datum		scope;
-	Datum		values[10];
-	char		nulls[10];
-	bool		failed;
 	Size		size = 0;
-	DeferredClaim *deferred;
 
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 4, "failed");
-	failed = PG_GETARG_BOOL(4);
-	memset(nulls, ' ', sizeof(nulls));
+	answer.failed = PG_GETARG_BOOL(4);
 
 	if (!PG_ARGISNULL(1))
 	{
 		Jsonb	   *response = PG_GETARG_JSONB_P(1);
 
-		values[4] = JsonbPGetDatum(response);
+		answer.response = JsonbPGetDatum(response);
 		size += VARSIZE(response);
 	}
-	else
-		nulls[4] = 'n';
 
 	if (!PG_ARGISNULL(5))
 	{
@@ -940,50 +808,27 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("status_code must be between 100 and 599"),
 					 errdetail("It is %d.", code)));
-		values[7] = Int32GetDatum(code);
+		answer.status_code = code;
 	}
-	else
-		nulls[7] = 'n';
 
 	if (!PG_ARGISNULL(6))
 	{
 		bytea	   *body = PG_GETARG_BYTEA_PP(6);
 
-		values[8] = PointerGetDatum(body);
+		answer.body = PointerGetDatum(body);
 		size += VARSIZE_ANY_EXHDR(body);
 	}
-	else
-		nulls[8] = 'n';
 
 	if (size > (Size) idempotency_max_response_size * 1024)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("response for idempotency key \"%s\" is too large to store",
-						api_key_display(key)),
+						IdempotencyKeyDisplay(key)),
 				 errdetail("The response and body take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
 						   size, idempotency_max_response_size)));
 
-	RegistryCallBegin(&call);
-
-	values[0] = call.owner;
-	values[1] = scope;
-	values[2] = key;
-	values[3] = CStringGetTextDatum(failed ? "failed" : "completed");
-	values[5] = TimestampTzGetDatum(call.now);
-	api_attempt(fcinfo, 3, &values[6], &nulls[6]);
-	if (!PG_ARGISNULL(7))
-		values[9] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(7), "ttl"));
-	else
-		nulls[9] = 'n';
-
-	deferred = DeferredClaimFind(call.owner, scope, key);
-	if (deferred != NULL)
-		finish_deferred(&call, deferred, values, nulls);
-	else if (RegistryExecute(RS_FINISH, values, nulls) == 0)
-		api_explain_miss(&call, scope, key, values[6], nulls[6]);
-
-	RegistryCallEnd(&call);
-	IdempotencyCount(STAT_FINISH, 1);
+	api_end_claim(key, scope, api_attempt_arg(fcinfo, 3), &answer,
+				  PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7));
 	PG_RETURN_VOID();
 }
 
@@ -997,37 +842,10 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);
 Datum
 idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 {
-	RegistryCall call;
-	Datum		key;
-	Datum		scope;
-	Datum		values[5];
-	char		nulls[5];
-	DeferredClaim *deferred;
+	Datum		key = IdempotencyKeyArg(fcinfo, 0);
+	Datum		scope = IdempotencyScopeArg(fcinfo, 1);
 
-	key = IdempotencyKeyArg(fcinfo, 0);
-	scope = IdempotencyScopeArg(fcinfo, 1);
-	memset(nulls, ' ', sizeof(nulls));
-
-	RegistryCallBegin(&call);
-
-	values[0] = call.owner;
-	values[1] = scope;
-	values[2] = key;
-	values[3] = TimestampTzGetDatum(call.now);
-	api_attempt(fcinfo, 2, &values[4], &nulls[4]);
-
-	deferred = DeferredClaimFind(call.owner, scope, key);
-	if (deferred != NULL)
-	{
-		/* nothing was written: forgetting the claim is all there is to do */
-		api_deferred_attempt(deferred, values[4], nulls[4]);
-		DeferredClaimForget(deferred);
-	}
-	else if (RegistryExecute(RS_ABANDON, values, nulls) == 0)
-		api_explain_miss(&call, scope, key, values[4], nulls[4]);
-
-	RegistryCallEnd(&call);
-	IdempotencyCount(STAT_ABANDON, 1);
+	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
 	PG_RETURN_VOID();
 }
 
@@ -1044,42 +862,36 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 {
 	static TupleDesc desc_cache = NULL;
 	static Oid	desc_fn = InvalidOid;
-	RegistryCall call;
+	SqlCall call;
 	TupleDesc	tupdesc;
 	Datum		values[LOOKUP_OUT_NCOLUMNS] = {0};
 	bool		nulls[LOOKUP_OUT_NCOLUMNS];
-	Datum		args[3];
+	Datum		key;
+	Datum		scope;
 	Jsonb	   *request = NULL;
-	RecordAnswer rec = {0};
+	RegistryRecord rec = {0};
 	bool		found = false;
 	bool		matches = false;
 	bool		matches_known = false;
 
-	args[2] = IdempotencyKeyArg(fcinfo, 0);
-	args[1] = IdempotencyScopeArg(fcinfo, 1);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
 		request = PG_GETARG_JSONB_P(2);
 	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
 
-	RegistryCallBegin(&call);
-	args[0] = call.owner;
-	if (RegistryExecute(RS_LOOKUP, args, NULL) == 1 &&
-		api_record_live(&call, SPI_tuptable->vals[0], SPI_tuptable->tupdesc))
+	SqlCallBegin(&call);
+	if (RegistryLookup(&call, scope, key, &rec) && RegistryRecordLive(&call, &rec))
 	{
-		HeapTuple	row = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		fp_isnull;
-		Datum		stored_fp = SPI_getbinval(row, desc, LOOKUP_FINGERPRINT, &fp_isnull);
-
 		found = true;
-		api_read_answer(&call, row, desc, &rec);
-		if (request != NULL && !fp_isnull)
+		if (request != NULL && rec.fingerprint != (Datum) 0)
 		{
-			matches = api_request_matches(stored_fp, request, api_fingerprint(request));
+			matches = api_request_matches(rec.fingerprint, request, api_fingerprint(request));
 			matches_known = true;
 		}
+		RegistryRecordKeep(&call, &rec);
 	}
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 
 	memset(nulls, true, sizeof(nulls));
 	values[LOOKUP_OUT_FOUND] = BoolGetDatum(found);

@@ -13,7 +13,7 @@
  * created later under that name inherits them, and a renamed role no longer
  * sees them.  The administrator decides, in each database:
  * forget_role(name) deletes them, rename_owner(old, new) moves them.  Both
- * run their SQL as the tables' owner (RegistryCallBegin) and are revoked
+ * run their SQL as the tables' owner (SqlCallBegin) and are revoked
  * from PUBLIC.
  *
  * rename_owner moves rows with a DELETE ... RETURNING that feeds an INSERT,
@@ -42,6 +42,9 @@
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "key.h"
+#include "sqlcall.h"
+#include "utils.h"
 
 /*
  * A table whose rows belong to a role, and how to find a row of the old
@@ -170,18 +173,18 @@ Datum
 idempotency_forget_role(PG_FUNCTION_ARGS)
 {
 	Datum		values[1];
-	RegistryCall call;
+	SqlCall call;
 	uint64		deleted = 0;
 
 	values[0] = roles_name_arg(fcinfo, 0, "role_name");
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	for (int i = 0; i < NUM_ROLE_TABLES; i++)
 		deleted += roles_execute(psprintf("DELETE FROM idempotency.%s AS t"
 										  " WHERE t.owner OPERATOR(pg_catalog.=) $1",
 										  role_tables[i].name),
 								 1, values, SPI_OK_DELETE);
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 
 	PG_RETURN_INT64((int64) deleted);
 }
@@ -199,7 +202,7 @@ Datum
 idempotency_rename_owner(PG_FUNCTION_ARGS)
 {
 	Datum		values[2];
-	RegistryCall call;
+	SqlCall call;
 	uint64		moved = 0;
 
 	values[0] = roles_name_arg(fcinfo, 0, "old_name");
@@ -207,7 +210,7 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 	if (strcmp(TextDatumGetCString(values[0]), TextDatumGetCString(values[1])) == 0)
 		PG_RETURN_INT64(0);		/* nothing to move */
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 
 	/* check everything first, so that a refusal moves nothing */
 	for (int i = 0; i < NUM_ROLE_TABLES; i++)
@@ -228,7 +231,7 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 										role_tables[i].name, role_tables[i].name),
 							   2, values, SPI_OK_INSERT);
 
-	RegistryCallEnd(&call);
+	SqlCallEnd(&call);
 
 	PG_RETURN_INT64((int64) moved);
 }

@@ -29,6 +29,8 @@
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+#include "shmem.h"
+#include "stats.h"
 
 IdempotencySharedState *IdempotencyShared = NULL;
 

@@ -25,8 +25,8 @@
  * CacheMemoryContext, each in a memory context of its own.
  *
  * Invalidation: a statement-level trigger on idempotency.state_machines
- * (state_machines_changed, in transition.c) sends a relcache invalidation of
- * that table whenever it changes.  Every backend handles it, when it next
+ * (state_machines_changed, below) sends a relcache invalidation of that
+ * table whenever it changes.  Every backend handles it, when it next
  * accepts invalidation messages (at the latest when its next statement opens
  * a table), by marking the whole cache stale and bumping
  * StateMachineCacheGeneration; entries are rebuilt lazily.  A rebuild reads
@@ -59,7 +59,13 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "citus.h"
+#include "extension.h"
 #include "idempotency.h"
+#include "key.h"
+#include "sqlcall.h"
+#include "statemachine.h"
+#include "utils.h"
 
 /* The longest machine name, in bytes (it is the cache's hash key). */
 #define MACHINE_NAME_MAXLEN		(NAMEDATALEN - 1)
@@ -514,6 +520,33 @@ machine_relcache_callback(Datum arg, Oid relid)
 		machines_relid = InvalidOid;
 }
 
+PG_FUNCTION_INFO_V1(idempotency_state_machines_changed);
+
+/*
+ * idempotency_state_machines_changed
+ *		AFTER ... FOR EACH STATEMENT on idempotency.state_machines: a relcache
+ *		invalidation of the table reaches every backend at commit (and this
+ *		one at once), and each drops its cached machines.
+ */
+Datum
+idempotency_state_machines_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Oid			table;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("state_machines_changed: must be called as trigger")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+
+	/* on a shard of the Citus reference table: the caches watch the table */
+	table = IdempotencyCitusShardOf(trigdata->tg_relation);
+	if (OidIsValid(table))
+		CacheInvalidateRelcacheByRelid(table);
+	return PointerGetDatum(NULL);
+}
+
 /*
  * machine_cache_init
  *		Create the hash table and register the callback, once per backend.
@@ -842,7 +875,7 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	PG_CATCH();
 	{
 		/* a lock timeout, say: without the internal statement in CONTEXT */
-		IdempotencyRethrowHidingQuery(oldcontext);
+		SqlRethrowHidingQuery(oldcontext);
 	}
 	PG_END_TRY();
 	if (ret != SPI_OK_INSERT)

@@ -24,6 +24,8 @@
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+#include "shmem.h"
+#include "stats.h"
 
 uint64		IdempotencyLocalStats[STAT_NUM];
 

@@ -22,14 +22,70 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+#include "key.h"
+#include "sqlcall.h"
+#include "stats.h"
+#include "tokens.h"
+#include "utils.h"
 
 #define TOKEN_RANDOM_BYTES 16
 #define TOKEN_PREFIX "tk_"
+
+/* The statements: $1 owner, $2 scope, $3 token. */
+
+/* $4 now, $5 expires_at */
+static SqlStatement issue_stmt = {
+	.sql = "INSERT INTO idempotency.tokens (owner, scope, token, issued_at, expires_at)"
+	" VALUES ($1, $2, $3, $4, $5)",
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/* use a token once: $4 now */
+static SqlStatement consume_stmt = {
+	.sql = "UPDATE idempotency.tokens AS t SET consumed_at = $4"
+	" WHERE t.token OPERATOR(pg_catalog.=) $3"
+	" AND t.scope OPERATOR(pg_catalog.=) $2"
+	" AND t.owner OPERATOR(pg_catalog.=) $1"
+	" AND t.consumed_at IS NULL AND t.expires_at OPERATOR(pg_catalog.>) $4",
+	.nargs = 4,
+	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_UPDATE,
+};
+
+/* whether a token was used (to explain a refusal) */
+static SqlStatement used_stmt = {
+	.sql = "SELECT t.consumed_at IS NOT NULL FROM idempotency.tokens AS t"
+	" WHERE t.token OPERATOR(pg_catalog.=) $3"
+	" AND t.scope OPERATOR(pg_catalog.=) $2"
+	" AND t.owner OPERATOR(pg_catalog.=) $1",
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+};
+
+/* $1 now, $2 batch size: the oldest expired tokens first */
+static SqlStatement delete_expired_stmt = {
+	.sql = "DELETE FROM idempotency.tokens AS t"
+	" USING (SELECT e.token, e.scope, e.owner FROM idempotency.tokens AS e"
+	"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+	"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
+	" WHERE t.token OPERATOR(pg_catalog.=) x.token"
+	" AND t.scope OPERATOR(pg_catalog.=) x.scope"
+	" AND t.owner OPERATOR(pg_catalog.=) x.owner",
+	.nargs = 2,
+	.argtypes = {TIMESTAMPTZOID, INT4OID},
+	.expected_rc = SPI_OK_DELETE,
+	.custom_plan = true,
+};
 
 PG_FUNCTION_INFO_V1(idempotency_issue_token);
 
@@ -40,7 +96,7 @@ PG_FUNCTION_INFO_V1(idempotency_issue_token);
 Datum
 idempotency_issue_token(PG_FUNCTION_ARGS)
 {
-	RegistryCall call;
+	SqlCall call;
 	uint8		raw[TOKEN_RANDOM_BYTES];
 	char		str[sizeof(TOKEN_PREFIX) - 1 + TOKEN_RANDOM_BYTES * 2 + 1];
 	Datum		values[5];
@@ -58,7 +114,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	hex_encode((const char *) raw, sizeof(raw), str + strlen(TOKEN_PREFIX));
 	str[sizeof(str) - 1] = '\0';
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	expires = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(1), "ttl");
 
 	token = IdempotencyKeyFromBytes(str, strlen(str));
@@ -66,8 +122,8 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(token);
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(expires);
-	RegistryExecute(RS_TOKEN_ISSUE, values, NULL);
-	RegistryCallEnd(&call);
+	(void) SqlExecute(&issue_stmt, values, NULL);
+	SqlCallEnd(&call);
 	IdempotencyCount(STAT_TOKEN_ISSUED, 1);
 
 	PG_RETURN_TEXT_P(token);
@@ -82,7 +138,7 @@ PG_FUNCTION_INFO_V1(idempotency_consume_token);
 Datum
 idempotency_consume_token(PG_FUNCTION_ARGS)
 {
-	RegistryCall call;
+	SqlCall call;
 	Datum		values[4];
 	bool		consumed;
 
@@ -90,11 +146,11 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	values[2] = IdempotencyKeyArg(fcinfo, 0);
 	values[1] = IdempotencyScopeArg(fcinfo, 1);
 
-	RegistryCallBegin(&call);
+	SqlCallBegin(&call);
 	values[0] = call.owner;
 	values[3] = TimestampTzGetDatum(call.now);
-	consumed = RegistryExecute(RS_TOKEN_CONSUME, values, NULL) == 1;
-	RegistryCallEnd(&call);
+	consumed = SqlExecute(&consume_stmt, values, NULL) == 1;
+	SqlCallEnd(&call);
 	if (consumed)
 		IdempotencyCount(STAT_TOKEN_CONSUMED, 1);
 
@@ -107,29 +163,40 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
  *		token issued to the caller in this scope.  An unused one is consumed
  *		now (the begin then executes); a used one passes (the begin replays);
  *		a never-issued or expired one is refused with IK005.  Runs inside the
- *		caller's registry frame.
+ *		caller's SQL frame.
  */
 void
-TokenRequire(RegistryCall *call, Datum scope, Datum key)
+TokenRequire(SqlCall *call, Datum scope, Datum key)
 {
 	Datum		values[4] = {call->owner, scope, key, TimestampTzGetDatum(call->now)};
 	bool		isnull;
 
-	if (RegistryExecute(RS_TOKEN_CONSUME, values, NULL) == 1)
+	if (SqlExecute(&consume_stmt, values, NULL) == 1)
 	{
 		IdempotencyCount(STAT_TOKEN_CONSUMED, 1);
 		return;
 	}
-	if (RegistryExecute(RS_TOKEN_LOOKUP, values, NULL) == 1 &&
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	if (SqlExecute(&used_stmt, values, NULL) == 1 &&
+		DatumGetBool(SqlResult(0, 1, &isnull)))
 		return;					/* used: let the registry replay it */
 
 	ereport(ERROR,
 			(errcode(ERRCODE_IDEMPOTENCY_TOKEN_REFUSED),
 			 errmsg("idempotency key \"%s\" is not a valid token in scope \"%s\"",
-					IdempotencyDisplayValue(VARDATA_ANY(DatumGetTextPP(key)),
-											VARSIZE_ANY_EXHDR(DatumGetTextPP(key))),
+					IdempotencyKeyDisplay(key),
 					TextDatumGetCString(scope)),
 			 errdetail("It was never issued to this role, or it expired unused."),
 			 errhint("Ask for a new token with idempotency.issue_token().")));
+}
+
+/*
+ * TokensDeleteExpired
+ *		Delete up to limit expired tokens, in the caller's frame.
+ */
+uint64
+TokensDeleteExpired(SqlCall *call, int32 limit)
+{
+	Datum		values[2] = {TimestampTzGetDatum(call->now), Int32GetDatum(limit)};
+
+	return SqlExecute(&delete_expired_stmt, values, NULL);
 }

@@ -2,13 +2,11 @@
  *
  * transition.c
  *	  The transition checker, idempotency.check_transition(machine, column):
- *	  a BEFORE INSERT OR UPDATE ... FOR EACH ROW trigger; and
- *	  state_machines_changed, which tells every backend that a definition
- *	  changed.
+ *	  a BEFORE INSERT OR UPDATE ... FOR EACH ROW trigger.
  *
  * Per row the checker does no SQL and no catalog lookup: the machine comes
  * from the per-backend cache (statemachine.c), and what it needs about the
- * trigger and the column is kept in fn_extra for the statement.  An update
+ * trigger and the column is kept in fn_extra for the statement (trigger.c).  An update
  * that leaves the state unchanged (the idempotent repeat) is recognised
  * before the machine is even looked at.  The trigger depends only on OLD,
  * NEW, its arguments and the cached definitions, and writes nothing, so it
@@ -36,6 +34,9 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "statemachine.h"
+#include "stats.h"
+#include "triggers.h"
 
 /* How the state column's values are read. */
 typedef enum StateColumnKind
@@ -50,8 +51,7 @@ typedef enum StateColumnKind
 
 typedef struct TransitionTriggerCache
 {
-	Oid			tgoid;			/* the trigger this was built for */
-	AttrNumber	attnum;
+	TriggerCache base;			/* the trigger and its state column */
 	StateColumnKind kind;
 	FmgrInfo	outfunc;		/* STATE_OTHER */
 	int			nenum;
@@ -61,72 +61,61 @@ typedef struct TransitionTriggerCache
 	StateMachine *machine;
 } TransitionTriggerCache;
 
+static AttrNumber transition_check(Relation rel, Trigger *trigger);
+static void transition_build(TriggerCache *base, Relation rel, Trigger *trigger,
+							 MemoryContext cxt);
+
 /*
- * TransitionCheckTrigger
- *		Check how a check_transition trigger is defined: BEFORE INSERT and/or
- *		UPDATE, FOR EACH ROW, with two arguments, a state machine and a column
- *		of the table.  Returns the column's number.  The same checks run when
- *		the trigger is created (trigger_ddl.c, which also asks for the
- *		machine to exist) and on the first row of each statement, for
- *		triggers created while that check was off.
+ * check_transition triggers: BEFORE INSERT and/or UPDATE, FOR EACH ROW, with
+ * two arguments, a state machine and a column of the table.
  */
-AttrNumber
-TransitionCheckTrigger(Relation rel, Trigger *trigger, bool machine_must_exist)
+const TriggerProtocol TransitionTriggerProtocol = {
+	.funcname = "check_transition",
+	.before = true,
+	.nargs = 2,
+	.args_message = "two arguments, the state machine and the state column",
+	.column_arg = 1,
+	.column_role = "state",
+	.check = transition_check,
+	.cache_size = sizeof(TransitionTriggerCache),
+	.build = transition_build,
+};
+
+/*
+ * transition_check
+ *		The protocol's check.  That the machine exists is checked only when
+ *		the trigger is created (TransitionCheckMachine): a machine may be
+ *		dropped and defined again while the trigger stays.
+ */
+static AttrNumber
+transition_check(Relation rel, Trigger *trigger)
 {
-	AttrNumber	attnum;
-
-	if (!TRIGGER_FOR_ROW(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired for each row")));
-	if (!TRIGGER_FOR_BEFORE(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired before the event")));
-	if (TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be fired for INSERT or UPDATE")));
-	if (trigger->tgnargs != 2)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: trigger \"%s\" must have two arguments, the state machine and the state column",
-						trigger->tgname)));
-
-	attnum = IdempotencyTriggerColumn(rel, trigger, 1, "state");
-
-	if (machine_must_exist)
-		(void) StateMachineLookup(trigger->tgargs[0]);
-	return attnum;
+	return IdempotencyTriggerCheck(&TransitionTriggerProtocol, rel, trigger);
 }
 
 /*
- * transition_trigger_cache
- *		fn_extra for this trigger, built on its first row in a statement.
+ * TransitionCheckMachine
+ *		At CREATE TRIGGER: the machine the trigger names must exist.
  */
-static TransitionTriggerCache *
-transition_trigger_cache(FunctionCallInfo fcinfo, TriggerData *trigdata)
+void
+TransitionCheckMachine(Trigger *trigger)
 {
-	TransitionTriggerCache *cache = fcinfo->flinfo->fn_extra;
-	Trigger    *trigger = trigdata->tg_trigger;
-	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	AttrNumber	attnum;
-	Oid			typid;
-	char		typtype;
+	(void) StateMachineLookup(trigger->tgargs[0]);
+}
 
-	if (cache != NULL && cache->tgoid == trigger->tgoid)
-		return cache;
+/*
+ * transition_build
+ *		How the state column's values are read.
+ */
+static void
+transition_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext cxt)
+{
+	TransitionTriggerCache *cache = (TransitionTriggerCache *) base;
+	Oid			typid = TupleDescAttr(RelationGetDescr(rel), base->attnum - 1)->atttypid;
 
-	attnum = TransitionCheckTrigger(trigdata->tg_relation, trigger, false);
-	cache = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TransitionTriggerCache));
-	cache->tgoid = trigger->tgoid;
-	cache->attnum = attnum;
-
-	typid = TupleDescAttr(tupdesc, cache->attnum - 1)->atttypid;
-	typtype = get_typtype(typid);
 	if (typid == TEXTOID || typid == VARCHAROID)
 		cache->kind = STATE_TEXT;
-	else if (typtype == TYPTYPE_ENUM)
+	else if (get_typtype(typid) == TYPTYPE_ENUM)
 		cache->kind = STATE_ENUM;
 	else
 	{
@@ -135,11 +124,8 @@ transition_trigger_cache(FunctionCallInfo fcinfo, TriggerData *trigdata)
 
 		cache->kind = STATE_OTHER;
 		getTypeOutputInfo(typid, &outfunc, &isvarlena);
-		fmgr_info_cxt(outfunc, &cache->outfunc, fcinfo->flinfo->fn_mcxt);
+		fmgr_info_cxt(outfunc, &cache->outfunc, cxt);
 	}
-
-	fcinfo->flinfo->fn_extra = cache;
-	return cache;
 }
 
 /*
@@ -277,14 +263,11 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 	const char *newstr;
 	int			newlen;
 	int			to;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("check_transition: must be called as trigger")));
+	AttrNumber	attnum;
 
 	/* first how the trigger is defined, then which event fired it */
-	cache = transition_trigger_cache(fcinfo, trigdata);
+	cache = (TransitionTriggerCache *) IdempotencyTriggerCache(fcinfo, &TransitionTriggerProtocol);
+	attnum = cache->base.attnum;
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		newtuple = trigdata->tg_trigtuple;
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
@@ -294,7 +277,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 
 	IdempotencyCount(STAT_TRANSITION_CHECKED, 1);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	newval = heap_getattr(newtuple, cache->attnum, tupdesc, &newnull);
+	newval = heap_getattr(newtuple, attnum, tupdesc, &newnull);
 
 	if (newnull)
 		ereport(ERROR,
@@ -303,12 +286,12 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 						trigdata->tg_trigger->tgargs[1],
 						RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("State machine \"%s\" has no null state.", trigdata->tg_trigger->tgargs[0]),
-				 errtablecol(trigdata->tg_relation, cache->attnum)));
+				 errtablecol(trigdata->tg_relation, attnum)));
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		bool		oldnull;
-		Datum		oldval = heap_getattr(trigdata->tg_trigtuple, cache->attnum, tupdesc, &oldnull);
+		Datum		oldval = heap_getattr(trigdata->tg_trigtuple, attnum, tupdesc, &oldnull);
 
 		if (!oldnull)
 		{
@@ -325,8 +308,8 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 				return PointerGetDatum(newtuple);
 
 			machine = transition_machine(cache, trigdata);
-			from = transition_find(machine, trigdata, cache->attnum, oldstr, oldlen);
-			to = transition_find(machine, trigdata, cache->attnum, newstr, newlen);
+			from = transition_find(machine, trigdata, attnum, oldstr, oldlen);
+			to = transition_find(machine, trigdata, attnum, newstr, newlen);
 			if (!StateMachineAllows(machine, from, to))
 			{
 				char	   *allowed = StateMachineAllowedList(machine, from);
@@ -339,7 +322,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 						 allowed[0] != '\0' ?
 						 errdetail("Allowed from \"%s\": %s.", machine->states[from], allowed) :
 						 errdetail("No transition leaves \"%s\".", machine->states[from]),
-						 errtablecol(trigdata->tg_relation, cache->attnum)));
+						 errtablecol(trigdata->tg_relation, attnum)));
 			}
 			return PointerGetDatum(newtuple);
 		}
@@ -348,34 +331,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 	/* a new row, or a row that had no state yet: start in an initial state */
 	transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
 	machine = transition_machine(cache, trigdata);
-	to = transition_find(machine, trigdata, cache->attnum, newstr, newlen);
-	transition_require_initial(machine, trigdata, cache->attnum, to);
+	to = transition_find(machine, trigdata, attnum, newstr, newlen);
+	transition_require_initial(machine, trigdata, attnum, to);
 	return PointerGetDatum(newtuple);
-}
-
-PG_FUNCTION_INFO_V1(idempotency_state_machines_changed);
-
-/*
- * idempotency_state_machines_changed
- *		AFTER ... FOR EACH STATEMENT on idempotency.state_machines: a relcache
- *		invalidation of the table reaches every backend at commit (and this
- *		one at once), and each drops its cached machines.
- */
-Datum
-idempotency_state_machines_changed(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Oid			table;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("state_machines_changed: must be called as trigger")));
-	CacheInvalidateRelcache(trigdata->tg_relation);
-
-	/* on a shard of the Citus reference table: the caches watch the table */
-	table = IdempotencyCitusShardOf(trigdata->tg_relation);
-	if (OidIsValid(table))
-		CacheInvalidateRelcacheByRelid(table);
-	return PointerGetDatum(NULL);
 }

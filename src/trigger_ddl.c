@@ -9,9 +9,8 @@
  * CREATE TRIGGER hook for the trigger's own function.  The install script
  * therefore creates an event trigger on ddl_command_end for CREATE TRIGGER,
  * a member of the extension, which runs the same checks the trigger
- * functions run when they fire (TransitionCheckTrigger, HistoryCheckTrigger,
- * VersionGuardCheckTrigger) and, for check_transition, also requires the
- * state machine to exist.  An error aborts the CREATE TRIGGER.
+ * functions run when they fire (each one's TriggerProtocol, trigger.c) and,
+ * for check_transition, also requires the state machine to exist.  An error aborts the CREATE TRIGGER.
  *
  * Our trigger functions are recognised by OID, never by name: a new
  * trigger's function must be a member of the same extension as this event
@@ -51,7 +50,9 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
+#include "extension.h"
 #include "idempotency.h"
+#include "triggers.h"
 
 /*
  * trigger_ddl_new_triggers
@@ -136,11 +137,14 @@ trigger_ddl_check(Oid extoid, Oid tgoid)
 			 tgoid, RelationGetRelationName(rel));
 
 	if (flinfo.fn_addr == idempotency_check_transition)
-		(void) TransitionCheckTrigger(rel, trigger, true);
+	{
+		(void) TransitionTriggerProtocol.check(rel, trigger);
+		TransitionCheckMachine(trigger);
+	}
 	else if (flinfo.fn_addr == idempotency_record_transition)
-		(void) HistoryCheckTrigger(rel, trigger);
+		(void) HistoryTriggerProtocol.check(rel, trigger);
 	else
-		(void) VersionGuardCheckTrigger(rel, trigger);
+		(void) VersionGuardTriggerProtocol.check(rel, trigger);
 
 	relation_close(rel, AccessShareLock);
 }

@@ -33,6 +33,8 @@
 #include "utils/rel.h"
 
 #include "idempotency.h"
+#include "stats.h"
+#include "triggers.h"
 
 /*
  * version_value
@@ -74,39 +76,60 @@ version_datum(Oid typid, int64 v, const char *colname)
 	}
 }
 
-/*
- * VersionGuardCheckTrigger
- *		Check how a version_guard trigger is defined: BEFORE UPDATE FOR EACH
- *		ROW (and no other event), with one argument, a smallint, integer or
- *		bigint column of the table.  Returns the column's number.  Runs when
- *		the trigger is created (trigger_ddl.c) and for every row.
- */
-AttrNumber
-VersionGuardCheckTrigger(Relation rel, Trigger *trigger)
+typedef struct VersionGuardCache
 {
-	AttrNumber	attnum;
-	Oid			typid;
+	TriggerCache base;			/* the trigger and its version column */
+	Oid			typid;			/* smallint, integer or bigint */
+} VersionGuardCache;
 
-	if (!TRIGGER_FOR_ROW(trigger->tgtype) || !TRIGGER_FOR_BEFORE(trigger->tgtype) ||
-		!TRIGGER_FOR_UPDATE(trigger->tgtype) || TRIGGER_FOR_INSERT(trigger->tgtype) ||
-		TRIGGER_FOR_DELETE(trigger->tgtype) || TRIGGER_FOR_TRUNCATE(trigger->tgtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("version_guard: must be fired BEFORE UPDATE FOR EACH ROW")));
-	if (trigger->tgnargs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("version_guard: trigger \"%s\" must have one argument, the version column",
-						trigger->tgname)));
+static AttrNumber version_guard_check(Relation rel, Trigger *trigger);
+static void version_guard_build(TriggerCache *base, Relation rel, Trigger *trigger,
+								MemoryContext cxt);
 
-	attnum = IdempotencyTriggerColumn(rel, trigger, 0, NULL);
-	typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+/*
+ * version_guard triggers: BEFORE UPDATE FOR EACH ROW (and no other event),
+ * with one argument, a smallint, integer or bigint column of the table.
+ */
+const TriggerProtocol VersionGuardTriggerProtocol = {
+	.funcname = "version_guard",
+	.before = true,
+	.update_only = true,
+	.timing_message = "must be fired BEFORE UPDATE FOR EACH ROW",
+	.nargs = 1,
+	.args_message = "one argument, the version column",
+	.column_arg = 0,
+	.check = version_guard_check,
+	.cache_size = sizeof(VersionGuardCache),
+	.build = version_guard_build,
+};
+
+/*
+ * version_guard_check
+ *		The protocol's check, and the column's type.
+ */
+static AttrNumber
+version_guard_check(Relation rel, Trigger *trigger)
+{
+	AttrNumber	attnum = IdempotencyTriggerCheck(&VersionGuardTriggerProtocol, rel, trigger);
+	Oid			typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+
 	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("version column \"%s\" must be of type smallint, integer or bigint",
 						trigger->tgargs[0])));
 	return attnum;
+}
+
+/*
+ * version_guard_build
+ *		The version column's type.
+ */
+static void
+version_guard_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext cxt)
+{
+	((VersionGuardCache *) base)->typid =
+		TupleDescAttr(RelationGetDescr(rel), base->attnum - 1)->atttypid;
 }
 
 PG_FUNCTION_INFO_V1(idempotency_version_guard);
@@ -119,6 +142,7 @@ Datum
 idempotency_version_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	VersionGuardCache *cache;
 	Relation	rel;
 	TupleDesc	tupdesc;
 	const char *colname;
@@ -130,15 +154,12 @@ idempotency_version_guard(PG_FUNCTION_ARGS)
 	int64		newv;
 	bool		set_by_statement;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("version_guard: must be called as trigger")));
+	cache = (VersionGuardCache *) IdempotencyTriggerCache(fcinfo, &VersionGuardTriggerProtocol);
 	rel = trigdata->tg_relation;
 	tupdesc = RelationGetDescr(rel);
-	attnum = VersionGuardCheckTrigger(rel, trigdata->tg_trigger);
+	attnum = cache->base.attnum;
 	colname = trigdata->tg_trigger->tgargs[0];
-	typid = TupleDescAttr(tupdesc, attnum - 1)->atttypid;
+	typid = cache->typid;
 
 	oldv = version_value(typid, heap_getattr(trigdata->tg_trigtuple, attnum, tupdesc, &oldnull));
 	newv = version_value(typid, heap_getattr(trigdata->tg_newtuple, attnum, tupdesc, &newnull));

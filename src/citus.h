@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.h
+ *	  What changes once idempotency.citus_setup() has distributed the tables.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/citus.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_CITUS_H
+#define IDEMPOTENCY_CITUS_H
+
+#include "utils/relcache.h"
+#include "utils/timestamp.h"
+
+/*
+ * citus.c: without Citus, or before the setup, nothing changes.
+ */
+typedef enum CitusTable
+{
+	CITUS_REGISTRY,
+	CITUS_INBOX,
+	CITUS_TOKENS,
+	CITUS_HISTORY,
+	CITUS_NUM_TABLES
+} CitusTable;
+
+extern char IdempotencyCitusPartMethod(CitusTable table);
+extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
+									uint64 *deleted);
+extern Oid	IdempotencyCitusShardOf(Relation rel);
+extern char *IdempotencyCitusTableName(Relation rel);
+
+#endif							/* IDEMPOTENCY_CITUS_H */

@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * extension.h
+ *	  The extension's own objects, found through its catalog entries.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/extension.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_EXTENSION_H
+#define IDEMPOTENCY_EXTENSION_H
+
+/*
+ * extension.c: the extension's schema, tables and key type, found through
+ * pg_extension and pg_depend and checked to be members of the extension.
+ */
+typedef enum IdempotencyRelation
+{
+	IR_REGISTRY,
+	IR_INBOX,
+	IR_TOKENS,
+	IR_STATE_MACHINES,
+	IR_STATE_HISTORY,
+	IR_NUM
+} IdempotencyRelation;
+
+typedef struct IdempotencyCatalog
+{
+	Oid			extoid;			/* pg_extension */
+	Oid			nspoid;			/* the schema named idempotency, a member */
+	Oid			relids[IR_NUM];	/* its tables, members */
+	Oid			keytype;		/* idempotency.key, a member */
+} IdempotencyCatalog;
+
+extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
+
+#endif							/* IDEMPOTENCY_EXTENSION_H */

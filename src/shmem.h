@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  Shared state, present only when the library is preloaded.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/shmem.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_SHMEM_H
+#define IDEMPOTENCY_SHMEM_H
+
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+#include "stats.h"
+
+#define IDEMPOTENCY_MAX_DATABASES 128
+#define CLEANUP_ERROR_LEN 256
+
+typedef struct CleanupStatus
+{
+	Oid			dbid;			/* InvalidOid: free slot */
+	TimestampTz last_start;		/* last pass of the worker in this database */
+	TimestampTz last_end;
+	int64		last_deleted;	/* rows deleted by the last pass */
+	int64		total_deleted;	/* since the server started */
+	int32		failures;		/* consecutive failed passes */
+	TimestampTz next_run;		/* no pass before this (backoff) */
+	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
+	bool		backlog;		/* the last worker left expired rows: the
+								 * launcher starts another at next_run */
+} CleanupStatus;
+
+typedef struct IdempotencySharedState
+{
+	LWLock	   *lock;			/* guards the cleanup status table */
+	CleanupStatus cleanup[IDEMPOTENCY_MAX_DATABASES];
+	pg_atomic_uint64 stats[STAT_NUM];	/* atomics: no lock */
+	pg_atomic_uint64 stats_reset;	/* TimestampTz of the last reset */
+} IdempotencySharedState;
+
+extern IdempotencySharedState *IdempotencyShared;
+extern void IdempotencyShmemInit(void);
+extern CleanupStatus *CleanupStatusFor(Oid dbid);
+
+/* hints.c: the permission hint, installed with the shared state */
+extern void IdempotencyHintsInit(void);
+
+#endif							/* IDEMPOTENCY_SHMEM_H */

@@ -1,0 +1,75 @@
+/*-------------------------------------------------------------------------
+ *
+ * sqlcall.h
+ *	  The frame in which the extension runs its SQL: SPI connected, running
+ *	  as its tables' owner on behalf of a caller, with kept plans.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/sqlcall.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_SQLCALL_H
+#define IDEMPOTENCY_SQLCALL_H
+
+#include "executor/spi.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+
+/* Stands for idempotency.key's OID in a statement's argument types. */
+#define SQL_KEYTYPE InvalidOid
+
+#define SQL_MAX_ARGS 12
+
+/*
+ * One statement the extension runs, defined (as a static variable) beside
+ * the code that fills its parameters and reads its result.  Its plan is
+ * prepared on first use and kept until the extension's objects change.
+ */
+typedef struct SqlStatement
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[SQL_MAX_ARGS]; /* SQL_KEYTYPE for idempotency.key */
+	int			expected_rc;	/* SPI_OK_... */
+	int			natts;			/* columns of the rows it returns, or 0 */
+
+	/*
+	 * Plan for the actual values every time.  The cleanup's statements need
+	 * it: a generic plan guesses LIMIT $2 and the share of expired rows, and
+	 * on a large table may guess a hash join over all of it; a batch runs
+	 * rarely enough that planning it each time costs nothing.
+	 */
+	bool		custom_plan;
+
+	/* kept by sqlcall.c */
+	SPIPlanPtr	plan;
+	struct SqlStatement *next_prepared;
+} SqlStatement;
+
+/*
+ * A call in progress: who called (the role name every record is filed
+ * under), one clock reading for the whole call, and what to restore.
+ */
+typedef struct SqlCall
+{
+	Datum		owner;			/* caller's role name, as text */
+	TimestampTz now;
+	MemoryContext caller_cxt;	/* for results that outlive SPI */
+	Oid			save_userid;
+	int			save_sec_context;
+} SqlCall;
+
+extern void SqlCallBegin(SqlCall *call);
+extern void SqlCallEnd(SqlCall *call);
+extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
+extern Datum SqlResult(uint64 row, int col, bool *isnull);
+extern Datum SqlResultCopy(SqlCall *call, uint64 row, int col);
+extern bool SqlTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
+extern pg_noreturn void SqlRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
+extern Datum SqlRoleName(Oid roleid);
+
+#endif							/* IDEMPOTENCY_SQLCALL_H */
