@@ -64,12 +64,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# PGXS tracks no header dependencies; every object includes both headers,
-# and an enum or struct that changes under a stale object is a crash.
-$(OBJS): src/idempotency.h src/compat.h
-src/key.o: src/key_charsets.h
+# PGXS tracks no header dependencies, and an enum or struct that changes
+# under a stale object is a crash: every object depends on every header.
+$(OBJS): $(wildcard src/*.h)
 
-.PHONY: pgtapcheck sanitizecheck dist
+.PHONY: pgtapcheck sanitizecheck indentcheck dist
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
@@ -81,6 +80,10 @@ pgtapcheck:
 # and UndefinedBehaviorSanitizer, in a private copy of the installation.
 sanitizecheck:
 	bash test/sanitize.sh '$(PG_CONFIG)'
+
+# The C sources formatted as pgindent formats them (test/indent.sh).
+indentcheck:
+	bash test/indent.sh
 
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \

@@ -13,7 +13,7 @@
  * - Which of our tables are distributed: a per-backend cache, reset by a
  *	 relcache invalidation of the table (Citus sends one when it distributes
  *	 a table, on every node that learns of it).
- * - The cleanup (SCALE_OUT.md rules 12 and 16): a DELETE ... FOR UPDATE SKIP
+ * - The cleanup (Citus rules 12 and 16, README): a DELETE ... FOR UPDATE SKIP
  *	 LOCKED is refused on a distributed table, so the coordinator (Citus
  *	 group 0) deletes shard by shard: one statement per node holding shards,
  *	 each shard's DELETE bounded and passing over locked rows, the whole call
@@ -68,7 +68,8 @@ typedef struct CitusTableState
 {
 	bool		valid;
 	Oid			relid;
-	char		partmethod;		/* pg_dist_partition.partmethod; '\0': not a Citus table */
+	char		partmethod;		/* pg_dist_partition.partmethod; '\0': not a
+								 * Citus table */
 } CitusTableState;
 
 static CitusTableState citus_tables[CITUS_NUM_TABLES];
@@ -181,7 +182,8 @@ typedef struct CitusShard
 {
 	char	   *name;			/* schema-qualified, quoted */
 	int			node;			/* index into the nodes */
-	int32		limit;			/* rows its DELETE may take this round; 0: none */
+	int32		limit;			/* rows its DELETE may take this round; 0:
+								 * none */
 	uint64		deleted;		/* this round */
 } CitusShard;
 
@@ -373,7 +375,8 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 	if (group != 0)
 	{
 		SPI_finish();
-		return true;			/* a worker node: the coordinator cleans shards */
+		return true;			/* a worker node: the coordinator cleans
+								 * shards */
 	}
 
 	/* the active placements, grouped by node */
@@ -553,7 +556,7 @@ citus_own_rows(FunctionCallInfo fcinfo, const char *sql,
 			   void (*emit) (ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc))
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	SqlCall call;
+	SqlCall		call;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
 

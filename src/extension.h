@@ -31,7 +31,7 @@ typedef struct IdempotencyCatalog
 {
 	Oid			extoid;			/* pg_extension */
 	Oid			nspoid;			/* the schema named idempotency, a member */
-	Oid			relids[IR_NUM];	/* its tables, members */
+	Oid			relids[IR_NUM]; /* its tables, members */
 	Oid			keytype;		/* idempotency.key, a member */
 } IdempotencyCatalog;
 

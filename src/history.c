@@ -6,13 +6,13 @@
  *	  idempotency.state_history.
  *
  * Kept apart from the checker so that the checker stays pure (it writes
- * nowhere) and the history is a choice per table.  A row is identified by
- * its primary key, as a jsonb object; the table by its schema-qualified name,
+ * nowhere) and the history is a choice per table.  A row is identified by its
+ * primary key, as a jsonb object; the table by its schema-qualified name,
  * which survives pg_dump and restore (on a Citus shard, the distributed
- * table's name; the history itself stays on the shard's node).  The insert runs as the history
- * table's owner (through the SQL frame, sqlcall.c), so the application needs no
- * privilege on it; who may read a history row is decided by row-level
- * security: whoever may read the table it describes.
+ * table's name; the history itself stays on the shard's node).  The insert
+ * runs as the history table's owner (through the SQL frame, sqlcall.c), so the
+ * application needs no privilege on it; who may read a history row is decided
+ * by row-level security: whoever may read the table it describes.
  *
  * Copyright (c) 2026, idempotency developers
  *

@@ -113,7 +113,7 @@ static SqlStatement renew_expired_stmt = {
  * reports rows that ON CONFLICT skipped as processed, which SPI refuses for
  * a statement with RETURNING; read through a WITH, only the rows returned
  * count.  Neither fails on an id seen before, so no error needs catching
- * (SCALE_OUT.md rule 13: Citus reports a unique violation from its COPY path
+ * (Citus rule 13: Citus reports a unique violation from its COPY path
  * without its SQLSTATE).  Planned for the actual values every time, as
  * Citus plans a multi-shard statement anyway.
  */
@@ -200,7 +200,7 @@ PG_FUNCTION_INFO_V1(idempotency_inbox_receive);
 Datum
 idempotency_inbox_receive(PG_FUNCTION_ARGS)
 {
-	SqlCall call;
+	SqlCall		call;
 	Datum		values[5];
 	bool		first;
 
@@ -332,7 +332,7 @@ Datum
 idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	SqlCall call;
+	SqlCall		call;
 	Datum		values[5];
 	ArrayType  *ids;
 	Datum	   *elems;

@@ -5,13 +5,13 @@
  *	  and the cast from text (comparison and hashing are in keycmp.c).
  *
  * A key is 1 to 255 bytes of printable characters in the database encoding,
- * with no white space at either end; key_validate says exactly what
- * printable means in each encoding.  It is stored like text (a varlena),
- * but it is not collatable: comparison is bytewise (keycmp.c), so a glibc or ICU
- * upgrade can never change which keys are equal or reorder a unique index.
- * Hash support 1 and 2 hash the bytes, so that equal keys hash equally on
- * every platform; that is what hash partitioning and a sharded table's
- * distribution column rely on.
+ * with no white space at either end; key_validate says exactly what printable
+ * means in each encoding.  It is stored like text (a varlena), but it is not
+ * collatable: comparison is bytewise (keycmp.c), so a glibc or ICU upgrade can
+ * never change which keys are equal or reorder a unique index.  Hash support
+ * 1 and 2 hash the bytes, so that equal keys hash equally on every platform;
+ * that is what hash partitioning and a sharded table's distribution column
+ * rely on.
  *
  * Copyright (c) 2026, idempotency developers
  *

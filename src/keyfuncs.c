@@ -49,7 +49,7 @@ PG_FUNCTION_INFO_V1(idempotency_make_key);
 
 /*
  * idempotency_make_key
- *		make_key(prefix, business_id, operation, version): the seeds'
+ *		make_key(prefix, business_id, operation, version): a
  *		structured key.  Every part must be non-empty and free of ':', so that
  *		parse_key() can always split the result back into the same parts.
  */

@@ -3,12 +3,13 @@
  * locks.c
  *	  idempotency.lock() and idempotency.try_lock(): transaction-scoped
  *	  advisory locks on a key, to serialise work on a hot key before the
- *	  registry is touched (the seeds' third layer).
+ *	  registry is touched (pessimistic locking, beside the version column's
+ *	  optimistic one).
  *
  * The lock is PostgreSQL's advisory lock on a 64-bit hash of (owner, scope,
  * key), so two roles never contend on each other's keys.  Advisory locks are
  * node-local: under Citus each node has its own, and claims are serialised
- * by the registry's unique index, never by these locks (SCALE_OUT.md rule 5).
+ * by the registry's unique index, never by these locks (Citus rule 5).
  * The 64-bit space is shared with the application's own
  * pg_advisory_xact_lock(bigint) calls; a collision only serialises more.
  *

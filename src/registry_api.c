@@ -17,7 +17,7 @@
  * removes it, instead of being deleted.
  *
  * Concurrency.  Exactly one caller may get "execute" for a live (owner,
- * scope, key).  The unique index is what guarantees it (SCALE_OUT.md rule 5):
+ * scope, key).  The unique index is what guarantees it (Citus rule 5):
  * the claim is an INSERT ... ON CONFLICT DO NOTHING, which waits for a
  * concurrent uncommitted claim and then either conflicts (the other
  * committed: we read and replay its record) or succeeds (it rolled back).
@@ -121,7 +121,8 @@ typedef struct BeginArgs
 	TimestampTz expires_at;		/* now + ttl */
 	int			lock_timeout_ms;	/* 0: wait as long as it takes */
 	bool		defer_claim;	/* write nothing now: finish writes the record */
-	bool		require_token;	/* the key must be a token issued to the caller */
+	bool		require_token;	/* the key must be a token issued to the
+								 * caller */
 } BeginArgs;
 
 typedef struct BeginResult
@@ -420,7 +421,7 @@ begin_loop(SqlCall *call, BeginArgs *args, BeginResult *result)
 /* begin_loop's arguments, passed through RegistryTry */
 typedef struct BeginBounded
 {
-	SqlCall *call;
+	SqlCall    *call;
 	BeginArgs  *args;
 	BeginResult *result;
 } BeginBounded;
@@ -552,7 +553,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	static Oid	desc_fn = InvalidOid;
 	BeginArgs	args = {0};
 	BeginResult result = {0};
-	SqlCall call;
+	SqlCall		call;
 	TupleDesc	tupdesc;
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
@@ -862,7 +863,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 {
 	static TupleDesc desc_cache = NULL;
 	static Oid	desc_fn = InvalidOid;
-	SqlCall call;
+	SqlCall		call;
 	TupleDesc	tupdesc;
 	Datum		values[LOOKUP_OUT_NCOLUMNS] = {0};
 	bool		nulls[LOOKUP_OUT_NCOLUMNS];

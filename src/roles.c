@@ -5,7 +5,7 @@
  *	  administrator's tools for DROP ROLE and ALTER ROLE ... RENAME.
  *
  * Every registry record, inbox entry and token is stored under the name of
- * the role that wrote it (SCALE_OUT.md rule 6: a name survives dump and
+ * the role that wrote it (Citus rule 6: a name survives dump and
  * restore, pg_upgrade and Citus; an OID does not).  PostgreSQL tells no
  * extension about DROP ROLE or ALTER ROLE ... RENAME (roles belong to the
  * cluster, records to each database, and event triggers do not fire for
@@ -16,12 +16,12 @@
  * run their SQL as the tables' owner (SqlCallBegin) and are revoked
  * from PUBLIC.
  *
- * rename_owner moves rows with a DELETE ... RETURNING that feeds an INSERT,
- * in one statement, rather than an UPDATE of owner: one snapshot, so a row
- * written meanwhile is either moved whole or left alone; and Citus refuses
- * an UPDATE of the distribution column, which owner may be (SCALE_OUT.md
- * rule 1).  jsonb_populate_record copies each row whole but for its owner,
- * so a column added to a table later moves with the row.
+ * rename_owner moves rows with a DELETE ... RETURNING that feeds an INSERT, in
+ * one statement, rather than an UPDATE of owner: one snapshot, so a row
+ * written meanwhile is either moved whole or left alone; and Citus refuses an
+ * UPDATE of the distribution column, which owner may be (Citus rule 1 in the
+ * README).  jsonb_populate_record copies each row whole but for its owner, so
+ * a column added to a table later moves with the row.
  *
  * These are rare administrative calls: their statements are planned each
  * time and go by sequential scan (owner is the last column of every
@@ -173,7 +173,7 @@ Datum
 idempotency_forget_role(PG_FUNCTION_ARGS)
 {
 	Datum		values[1];
-	SqlCall call;
+	SqlCall		call;
 	uint64		deleted = 0;
 
 	values[0] = roles_name_arg(fcinfo, 0, "role_name");
@@ -202,7 +202,7 @@ Datum
 idempotency_rename_owner(PG_FUNCTION_ARGS)
 {
 	Datum		values[2];
-	SqlCall call;
+	SqlCall		call;
 	uint64		moved = 0;
 
 	values[0] = roles_name_arg(fcinfo, 0, "old_name");
@@ -218,8 +218,8 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 			roles_report_collision(&role_tables[i], values[0], values[1]);
 
 	/*
-	 * A row written under the new name after the check makes the INSERT
-	 * fail on the primary key, with the same SQLSTATE.
+	 * A row written under the new name after the check makes the INSERT fail
+	 * on the primary key, with the same SQLSTATE.
 	 */
 	for (int i = 0; i < NUM_ROLE_TABLES; i++)
 		moved += roles_execute(psprintf("WITH moved AS ("

@@ -8,10 +8,10 @@
  * so instead of failing.
  *
  * Locking: IdempotencyShared->lock (a named LWLock tranche of one) guards the
- * whole status table.  The statistics counters are atomics and need no lock.  Writers (the launcher and the cleanup workers) take it
- * exclusively for a few stores; readers (the cleanup_status view) take it
- * shared and copy what they need.  Nothing is done while holding it but
- * copying.
+ * whole status table.  The statistics counters are atomics and need no lock.
+ * Writers (the launcher and the cleanup workers) take it exclusively for a few
+ * stores; readers (the cleanup_status view) take it shared and copy what they
+ * need.  Nothing is done while holding it but copying.
  *
  * Copyright (c) 2026, idempotency developers
  *

@@ -6,7 +6,7 @@
  *	  the clock read once; and the kept plans of the statements.
  *
  * All table access is SQL through SPI with prepared plans that are kept for
- * the life of the backend (SCALE_OUT.md rule 2): under Citus only SQL reaches
+ * the life of the backend (Citus rule 2): under Citus only SQL reaches
  * the shards.  Every statement is defined beside the code that uses it
  * (registry.c, inbox.c, tokens.c, history.c), with every value a parameter,
  * every name schema-qualified and every operator written OPERATOR(schema.op),

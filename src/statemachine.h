@@ -31,7 +31,8 @@ typedef struct StateMachine
 	int		   *state_lens;
 	bool	   *initial;		/* [nstates] */
 	int32	   *targets_start;	/* [nstates + 1]: state i's targets are */
-	int32	   *targets;		/* targets[targets_start[i] .. [i + 1]), sorted */
+	int32	   *targets;		/* targets[targets_start[i] .. [i + 1]),
+								 * sorted */
 	int32	   *slots;			/* hash of names: state index + 1, 0 if free */
 	uint32		slot_mask;		/* number of slots - 1 */
 	MemoryContext cxt;			/* holds all of the above */

@@ -96,7 +96,7 @@ PG_FUNCTION_INFO_V1(idempotency_issue_token);
 Datum
 idempotency_issue_token(PG_FUNCTION_ARGS)
 {
-	SqlCall call;
+	SqlCall		call;
 	uint8		raw[TOKEN_RANDOM_BYTES];
 	char		str[sizeof(TOKEN_PREFIX) - 1 + TOKEN_RANDOM_BYTES * 2 + 1];
 	Datum		values[5];
@@ -138,7 +138,7 @@ PG_FUNCTION_INFO_V1(idempotency_consume_token);
 Datum
 idempotency_consume_token(PG_FUNCTION_ARGS)
 {
-	SqlCall call;
+	SqlCall		call;
 	Datum		values[4];
 	bool		consumed;
 

@@ -6,11 +6,11 @@
  *
  * Per row the checker does no SQL and no catalog lookup: the machine comes
  * from the per-backend cache (statemachine.c), and what it needs about the
- * trigger and the column is kept in fn_extra for the statement (trigger.c).  An update
- * that leaves the state unchanged (the idempotent repeat) is recognised
- * before the machine is even looked at.  The trigger depends only on OLD,
- * NEW, its arguments and the cached definitions, and writes nothing, so it
- * can run on every shard of a distributed table (SCALE_OUT.md rule 8).
+ * trigger and the column is kept in fn_extra for the statement (trigger.c).
+ * An update that leaves the state unchanged (the idempotent repeat) is
+ * recognised before the machine is even looked at.  The trigger depends only
+ * on OLD, NEW, its arguments and the cached definitions, and writes nothing,
+ * so it can run on every shard of a distributed table (Citus rule 8).
  *
  * Copyright (c) 2026, idempotency developers
  *

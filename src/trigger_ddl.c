@@ -7,10 +7,11 @@
  *
  * PostgreSQL calls a trigger function only when a row is written, and has no
  * CREATE TRIGGER hook for the trigger's own function.  The install script
- * therefore creates an event trigger on ddl_command_end for CREATE TRIGGER,
- * a member of the extension, which runs the same checks the trigger
- * functions run when they fire (each one's TriggerProtocol, trigger.c) and,
- * for check_transition, also requires the state machine to exist.  An error aborts the CREATE TRIGGER.
+ * therefore creates an event trigger on ddl_command_end for CREATE TRIGGER, a
+ * member of the extension, which runs the same checks the trigger functions
+ * run when they fire (each one's TriggerProtocol, trigger.c) and, for
+ * check_transition, also requires the state machine to exist.  An error aborts
+ * the CREATE TRIGGER.
  *
  * Our trigger functions are recognised by OID, never by name: a new
  * trigger's function must be a member of the same extension as this event
@@ -171,9 +172,9 @@ idempotency_check_new_triggers(PG_FUNCTION_ARGS)
 
 	/*
 	 * Citus creates a distributed table's triggers on its shards through
-	 * connections of its own; the trigger was checked on the coordinator
-	 * when it was created there, and a check on a shard could not read the
-	 * state machines (a distributed query from a query on a shard).
+	 * connections of its own; the trigger was checked on the coordinator when
+	 * it was created there, and a check on a shard could not read the state
+	 * machines (a distributed query from a query on a shard).
 	 */
 	{
 		const char *app = GetConfigOption("application_name", true, false);

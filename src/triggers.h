@@ -36,8 +36,8 @@ typedef struct TriggerProtocol
 	const char *funcname;		/* for messages: "check_transition" */
 	bool		before;			/* BEFORE the event; else AFTER */
 	bool		update_only;	/* UPDATE alone; else INSERT and/or UPDATE */
-	const char *timing_message; /* one message for any wrong timing, level
-								 * or event; NULL for one message each */
+	const char *timing_message; /* one message for any wrong timing, level or
+								 * event; NULL for one message each */
 	int			nargs;
 	const char *args_message;	/* "two arguments, the ..." */
 	int			column_arg;		/* the argument that names the column */

@@ -9,11 +9,11 @@
  * pg_database).  Every idempotency.cleanup_interval it lists the databases
  * that accept connections and are not templates and, one at a time, starts a
  * dynamic worker for each.  The worker connects to its database, returns at
- * once if the extension is not installed there, and otherwise runs the C code of idempotency.cleanup() batch
- * after batch (directly, never a function looked up by name), each batch its
- * own short transaction, until a batch comes back short.  Then it exits.  On
- * a Citus cluster every node runs it: the cleanup itself knows what each
- * node deletes.
+ * once if the extension is not installed there, and otherwise runs the C code
+ * of idempotency.cleanup() batch after batch (directly, never a function
+ * looked up by name), each batch its own short transaction, until a batch
+ * comes back short.  Then it exits.  On a Citus cluster every node runs it:
+ * the cleanup itself knows what each node deletes.
  *
  * The role the workers connect as (idempotency.cleanup_role, or the
  * bootstrap superuser) needs LOGIN and CONNECT on the database and nothing
@@ -105,7 +105,7 @@
 #define CLEANUP_WORKER_MAX_MS 1000L
 
 /* bgw_extra of a cleanup worker: the role's OID, then this flag. */
-#define CLEANUP_EXTRA_FIRST sizeof(Oid)	/* the first worker of a pass */
+#define CLEANUP_EXTRA_FIRST sizeof(Oid) /* the first worker of a pass */
 
 PGDLLEXPORT void idempotency_launcher_main(Datum main_arg);
 PGDLLEXPORT void idempotency_cleanup_main(Datum main_arg);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # The demo: builds and installs the extension, starts a throwaway PostgreSQL
-# cluster with shared_preload_libraries = 'idempotency', and tells the seeds'
+# cluster with shared_preload_libraries = 'idempotency', and tells the
 # story with real SQL: an order is paid, the client retries three times (once
 # concurrently from a second connection while the first is still running);
 # the card is charged once and every retry gets the cached answer.  The

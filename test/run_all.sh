@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 #
 # Runs every test suite: pg_regress (sql/, expected/), isolation specs
-# (test/specs), TAP tests (test/t), pgTAP (test/pgtap) and the regression and
+# (test/specs), TAP tests (test/t), pgTAP (test/pgtap), the regression and
 # isolation suites again against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
-# that pg_regress or PostgreSQL::Test::Cluster start themselves.
+# that pg_regress or PostgreSQL::Test::Cluster start themselves, and the C
+# sources' formatting (test/indent.sh, pgindent's rules).
 # Run as root on Debian 12: it installs the packages it needs, builds with
 # warnings as errors and installs the extension first.
 #
@@ -32,7 +33,7 @@ install_packages $(suite_packages)
 # the sanitizer suite runs on this machine's own major (the matrix's roots
 # run the others), with the runtimes of this machine's gcc
 if [ "$PG_MAJOR" = 15 ]; then
-	install_packages libasan8 libubsan1
+	install_packages libasan8 libubsan1 pg-bsd-indent
 fi
 build_and_install "$top"
 
@@ -157,8 +158,10 @@ suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
 if [ "$PG_MAJOR" = 15 ]; then
 	suite "sanitizers" sanitizecheck
+	suite "format" indentcheck
 else
 	suite_skip "sanitizers" "run on PostgreSQL 15, the machine's own major"
+	suite_skip "format" "checked on PostgreSQL 15, whose headers give the typedef names"
 fi
 
 # Citus (test/t/citus): a coordinator and two workers, only where Citus is

@@ -600,7 +600,7 @@ COMMENT ON FUNCTION idempotency.parse_key(idempotency.key) IS
  * comparison in an index descent look at three columns instead of one.
  * There is no CHECK constraint on status: only this extension's functions
  * write the table, and a CHECK would be re-read from the catalog and
- * compiled by every INSERT and UPDATE statement.  owner is the role's name, not its OID (SCALE_OUT.md rule 6);
+ * compiled by every INSERT and UPDATE statement.  owner is the role's name, not its OID (Citus rule 6);
  * owner and scope use the "C" collation so that their comparison is bytewise
  * and their index never depends on the platform's collation library.  Only
  * unindexed columns change after the claim, and the fill factor leaves room
@@ -921,8 +921,8 @@ COMMENT ON FUNCTION idempotency.check_transition() IS
 /*
  * State history: who moved which row from where to where, and when.  Row-
  * level security shows a row only to roles that may read the table it
- * describes.  No primary key: history has no natural one (SCALE_OUT.md
- * rule 7 forbids inventing one with a serial).
+ * describes.  No primary key: history has no natural one (Citus rule
+ * 7 forbids inventing one with a serial).
  */
 CREATE TABLE idempotency.state_history (
 	table_name	pg_catalog.text NOT NULL,
@@ -1229,7 +1229,7 @@ GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 --
 
 /*
- * Scaling out with Citus (README, "Scaling out"; SCALE_OUT.md).  Nothing
+ * Scaling out with Citus (README, "Scaling out" and its "Citus rules").  Nothing
  * above calls Citus, whose hooks are off inside extension scripts: an
  * administrator runs citus_setup() on the coordinator after CREATE
  * EXTENSION, and the C code notices which tables Citus distributes
