@@ -14,6 +14,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
 	b record;
 	result jsonb;
+	status text;
 BEGIN
 	b := idempotency.idempotent_begin(k::idempotency.key);
 	IF b.outcome <> 'execute' THEN
@@ -21,7 +22,7 @@ BEGIN
 	END IF;
 	INSERT INTO bench_charges VALUES (k, amount);
 	result := jsonb_build_object('charged', amount);
-	PERFORM idempotency.idempotent_finish(k::idempotency.key, result, attempt => b.attempt);
+	status := idempotency.idempotent_finish(k::idempotency.key, result, attempt => b.attempt);
 	RETURN result;
 END $$;
 

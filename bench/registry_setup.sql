@@ -365,13 +365,14 @@ BEGIN
 	RETURN result;
 END $$;
 
--- the extension, written as README.md shows it: begin as an assignment, the
--- key passed as text, the request fingerprinted
+-- the extension, written as README.md shows it: begin and finish as
+-- assignments, the key passed as text, the request fingerprinted
 CREATE FUNCTION bench_ext(k text, amount int) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
 	b record;
 	result jsonb;
+	status text;
 BEGIN
 	b := idempotency.idempotent_begin(k, request => jsonb_build_object('amount', amount));
 	IF b.outcome = 'replay' THEN
@@ -381,7 +382,7 @@ BEGIN
 	END IF;
 	INSERT INTO bench_charges_ext VALUES (k, amount);
 	result := jsonb_build_object('charged', amount);
-	PERFORM idempotency.idempotent_finish(k, result, attempt => b.attempt);
+	status := idempotency.idempotent_finish(k, result, attempt => b.attempt);
 	RETURN result;
 END $$;
 
@@ -391,6 +392,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
 	b record;
 	result jsonb;
+	status text;
 BEGIN
 	b := idempotency.idempotent_begin(k, request => jsonb_build_object('amount', amount),
 									  defer_claim => true);
@@ -401,7 +403,7 @@ BEGIN
 	END IF;
 	INSERT INTO bench_charges_defer VALUES (k, amount);
 	result := jsonb_build_object('charged', amount);
-	PERFORM idempotency.idempotent_finish(k, result, attempt => b.attempt);
+	status := idempotency.idempotent_finish(k, result, attempt => b.attempt);
 	RETURN result;
 END $$;
 

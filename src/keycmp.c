@@ -43,7 +43,6 @@
 #include "utils/lsyscache.h"
 
 #include "idempotency.h"
-#include "key.h"
 
 /*
  * key_cmp_internal

@@ -778,6 +778,11 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
  * A NULL response is allowed: it stores "no JSON response" (an answer made
  * only of a status code and a body, or none at all, such as a 204), and the
  * replay returns the same NULL.
+ *
+ * Returns the status it stored.  A function with a result can be called in
+ * a PL/pgSQL assignment ("status := idempotent_finish(...)"), which
+ * PL/pgSQL evaluates as a simple expression, without the executor start-up
+ * and shutdown that PERFORM costs on every call.
  */
 Datum
 idempotency_idempotent_finish(PG_FUNCTION_ARGS)
@@ -830,7 +835,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 3), &answer,
 				  PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7));
-	PG_RETURN_VOID();
+	PG_RETURN_TEXT_P(cstring_to_text(answer.failed ? "failed" : "completed"));
 }
 
 PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);

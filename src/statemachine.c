@@ -65,7 +65,6 @@
 #include "key.h"
 #include "sqlcall.h"
 #include "statemachine.h"
-#include "utils.h"
 
 /* The longest machine name, in bytes (it is the cache's hash key). */
 #define MACHINE_NAME_MAXLEN		(NAMEDATALEN - 1)

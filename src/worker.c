@@ -87,10 +87,8 @@
 
 #include "cleanup.h"
 #include "compat.h"
-#include "extension.h"
 #include "idempotency.h"
 #include "shmem.h"
-#include "sqlcall.h"
 
 /* The longest a failing database waits before its next try, in ms. */
 #define CLEANUP_MAX_BACKOFF_MS (3600 * 1000L)

@@ -687,12 +687,12 @@ CREATE FUNCTION idempotency.idempotent_finish(key pg_catalog.text,
 											  status_code pg_catalog.int4 DEFAULT NULL,
 											  body pg_catalog.bytea DEFAULT NULL,
 											  ttl pg_catalog.interval DEFAULT NULL)
-RETURNS void
+RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_finish'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) IS
-'store the response of a claimed key, to be replayed to every retry';
+'store the response of a claimed key, to be replayed to every retry; returns the status stored, completed or failed';
 
 CREATE FUNCTION idempotency.idempotent_abandon(key pg_catalog.text,
 											   scope pg_catalog.text DEFAULT '',

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -35,6 +35,8 @@ SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_ext
 
 SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
 SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval']);
+SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval'], 'text',
+	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
