@@ -83,10 +83,13 @@ static SqlStatement insert_new_stmt = {
 	.expected_rc = SPI_OK_INSERT,
 };
 
+#define RECEIVE_BATCH_SQL \
+	"INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)" \
+	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)" \
+	" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id"
+
 static SqlStatement receive_batch_stmt = {
-	.sql = "INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)"
-	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
-	" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id",
+	.sql = RECEIVE_BATCH_SQL,
 	.nargs = 5,
 	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_INSERT_RETURNING,
@@ -94,13 +97,16 @@ static SqlStatement receive_batch_stmt = {
 };
 
 /* renew the expired entries among many ids */
+#define RENEW_EXPIRED_SQL \
+	"UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5" \
+	" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)" \
+	" AND i.consumer OPERATOR(pg_catalog.=) $2" \
+	" AND i.owner OPERATOR(pg_catalog.=) $1" \
+	" AND i.expires_at OPERATOR(pg_catalog.<=) $4" \
+	" RETURNING i.message_id"
+
 static SqlStatement renew_expired_stmt = {
-	.sql = "UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
-	" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
-	" AND i.consumer OPERATOR(pg_catalog.=) $2"
-	" AND i.owner OPERATOR(pg_catalog.=) $1"
-	" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
-	" RETURNING i.message_id",
+	.sql = RENEW_EXPIRED_SQL,
 	.nargs = 5,
 	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_UPDATE_RETURNING,
@@ -118,11 +124,7 @@ static SqlStatement renew_expired_stmt = {
  * Citus plans a multi-shard statement anyway.
  */
 static SqlStatement citus_receive_batch_stmt = {
-	.sql = "WITH n AS (INSERT INTO idempotency.inbox AS i"
-	" (owner, consumer, message_id, received_at, expires_at)"
-	" SELECT $1, $2, m.id, $4, $5 FROM pg_catalog.unnest($3) AS m(id)"
-	" ON CONFLICT (owner, consumer, message_id) DO NOTHING RETURNING i.message_id)"
-	" SELECT n.message_id FROM n",
+	.sql = "WITH n AS (" RECEIVE_BATCH_SQL ") SELECT n.message_id FROM n",
 	.nargs = 5,
 	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_SELECT,
@@ -131,13 +133,7 @@ static SqlStatement citus_receive_batch_stmt = {
 };
 
 static SqlStatement citus_renew_expired_stmt = {
-	.sql = "WITH n AS (UPDATE idempotency.inbox AS i SET received_at = $4, expires_at = $5"
-	" WHERE i.message_id OPERATOR(pg_catalog.=) ANY ($3)"
-	" AND i.consumer OPERATOR(pg_catalog.=) $2"
-	" AND i.owner OPERATOR(pg_catalog.=) $1"
-	" AND i.expires_at OPERATOR(pg_catalog.<=) $4"
-	" RETURNING i.message_id)"
-	" SELECT n.message_id FROM n",
+	.sql = "WITH n AS (" RENEW_EXPIRED_SQL ") SELECT n.message_id FROM n",
 	.nargs = 5,
 	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_SELECT,

@@ -16,6 +16,7 @@
 
 #include "common/cryptohash.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 
 #include "idempotency.h"
 #include "key.h"
@@ -104,21 +105,43 @@ IdempotencyKeyDisplay(Datum key)
  * IdempotencySha256
  *		SHA-256 of a byte string, through PostgreSQL's own cryptohash API
  *		(OpenSSL when the server was built with it).
+ *
+ * Every begin with a request hashes its fingerprint, and setting a hash
+ * context up (OpenSSL's EVP context, the resource owner's bookkeeping) costs
+ * more than hashing a small request.  So one context is kept for the life
+ * of the backend and initialised again for each hash.  It belongs to a
+ * resource owner of its own, never released: the transaction's would free
+ * it (with a leak warning) at the end of the transaction.  An error in the
+ * middle of a hash leaves it to the next pg_cryptohash_init, which starts
+ * afresh.
  */
 void
 IdempotencySha256(const char *data, size_t len,
 				  uint8 digest[IDEMPOTENCY_SHA256_LEN])
 {
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	static pg_cryptohash_ctx *ctx = NULL;
+
+	if (ctx == NULL)
+	{
+		static ResourceOwner owner = NULL;
+		ResourceOwner save = CurrentResourceOwner;
+
+		if (owner == NULL)
+			owner = ResourceOwnerCreate(NULL, "idempotency SHA-256");
+		CurrentResourceOwner = owner;
+		PG_TRY();
+		{
+			ctx = pg_cryptohash_create(PG_SHA256);
+		}
+		PG_FINALLY();
+		{
+			CurrentResourceOwner = save;
+		}
+		PG_END_TRY();
+	}
 
 	if (pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
 		pg_cryptohash_final(ctx, digest, IDEMPOTENCY_SHA256_LEN) < 0)
-	{
-		const char *reason = pg_cryptohash_error(ctx);
-
-		pg_cryptohash_free(ctx);
-		elog(ERROR, "could not compute SHA-256 hash: %s", reason);
-	}
-	pg_cryptohash_free(ctx);
+		elog(ERROR, "could not compute SHA-256 hash: %s", pg_cryptohash_error(ctx));
 }

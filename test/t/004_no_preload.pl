@@ -17,7 +17,7 @@ is($node->safe_psql('postgres', q{
 	SELECT outcome FROM idempotency.idempotent_begin('k');
 	SELECT idempotency.idempotent_finish('k', '{"ok": true}');
 	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('k');
-}), "execute\n\nreplay {\"ok\": true}", 'begin, finish and replay work without preloading');
+}), "execute\ncompleted\nreplay {\"ok\": true}", 'begin, finish and replay work without preloading');
 
 is($node->safe_psql('postgres',
 		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'idempotency%'}),
