@@ -9,7 +9,9 @@
  * an administrator may call it by hand as cleanup(), and must on a server
  * where the library is not preloaded.  A record past its expires_at
  * already counts as absent for idempotent_begin, so cleaning late is never
- * wrong, only wasteful.
+ * wrong, only wasteful.  The registry has no index on expires_at: its part
+ * of a batch is a sweep of the heap by block ranges (sweep.c); the other
+ * tables' statements take their oldest expired rows through an index.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -44,26 +46,35 @@ cleanup_table(RegistryStmt stmt, CitusTable table, RegistryCall *call, Datum *va
 
 /*
  * IdempotencyCleanup
- *		Delete up to batch_size expired records (the oldest first), then,
- *		with what is left of the batch, expired inbox entries, tokens and
- *		state history; return how many rows went.  The statements run as the
+ *		Delete up to batch_size expired records (swept in heap order from
+ *		where the last batch stopped, sweep.c), then, with what is left of
+ *		the batch, expired inbox entries, tokens and state history (the
+ *		oldest first); return how many rows went.  The statements run as the
  *		registry's owner (RegistryCallBegin), so the caller needs no
  *		privilege on the tables.
+ *
+ * paced is the background worker's: the registry's sweep then also stops
+ * after SWEEP_PACED_BLOCKS blocks, and *more says that the worker's pass
+ * has not yet swept the whole registry, so a batch that comes back short
+ * does not end the pass.  A hand call (not paced) sweeps until it has its
+ * batch or has swept the whole registry once; *more is then false.
  */
 uint64
-IdempotencyCleanup(int32 batch_size)
+IdempotencyCleanup(int32 batch_size, bool paced, bool *more)
 {
 	RegistryCall call;
 	Datum		values[3];
 	uint64		deleted;
 
 	Assert(batch_size > 0);
+	*more = false;
 
 	RegistryCallBegin(&call);
 	values[0] = TimestampTzGetDatum(call.now);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = Int32GetDatum(RegistryFence() - 1);
-	deleted = cleanup_table(RS_CLEANUP, CITUS_REGISTRY, &call, values);
+	if (!IdempotencyCitusCleanup(CITUS_REGISTRY, call.now, batch_size, &deleted))
+		deleted = SweepRegistry(call.now, DatumGetInt32(values[2]), batch_size, paced, more);
 	if (deleted < (uint64) batch_size)
 	{
 		values[1] = Int32GetDatum(batch_size - (int32) deleted);
@@ -95,6 +106,7 @@ Datum
 idempotency_cleanup(PG_FUNCTION_ARGS)
 {
 	int32		batch_size = idempotency_cleanup_batch_size;
+	bool		more;
 
 	if (!PG_ARGISNULL(0))
 		batch_size = PG_GETARG_INT32(0);
@@ -103,7 +115,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_size must be greater than zero")));
 
-	PG_RETURN_INT64((int64) IdempotencyCleanup(batch_size));
+	PG_RETURN_INT64((int64) IdempotencyCleanup(batch_size, false, &more));
 }
 
 PG_FUNCTION_INFO_V1(idempotency_cleanup_status);

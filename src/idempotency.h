@@ -17,6 +17,7 @@
 
 #include "fmgr.h"
 #include "port/atomics.h"
+#include "storage/block.h"
 #include "storage/lwlock.h"
 #include "utils/relcache.h"
 #include "utils/reltrigger.h"
@@ -69,6 +70,18 @@ extern int	idempotency_history_ttl;
 #define IDEMPOTENCY_MAX_DATABASES 128
 #define CLEANUP_ERROR_LEN 256
 
+/*
+ * Where the registry's sweep (sweep.c) stands in one database.  A position
+ * in another relation (the registry dropped and created again) or past the
+ * end of the heap (TRUNCATE, VACUUM FULL) counts as block 0.
+ */
+typedef struct SweepPosition
+{
+	Oid			relid;			/* the registry it is a position in */
+	BlockNumber next_block;		/* where the next sweep call starts */
+	uint64		pass_blocks;	/* blocks swept since the worker's pass began */
+} SweepPosition;
+
 typedef struct CleanupStatus
 {
 	Oid			dbid;			/* InvalidOid: free slot */
@@ -81,6 +94,7 @@ typedef struct CleanupStatus
 	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
 	bool		backlog;		/* the last worker left expired rows: the
 								 * launcher starts another at next_run */
+	SweepPosition sweep;		/* the registry's sweep (sweep.c) */
 } CleanupStatus;
 
 /* Counters of the stats view; stats.c keeps the names in this order. */
@@ -195,7 +209,7 @@ typedef enum RegistryStmt
 	RS_TAKEOVER,				/* take over a claim whose lease ran out */
 	RS_FINISH,					/* store the response of a live claim */
 	RS_ABANDON,					/* drop a live claim */
-	RS_CLEANUP,					/* delete a batch of expired records */
+	RS_CLEANUP,					/* delete expired records in a block range */
 	RS_HISTORY_INSERT,			/* record a state change */
 	RS_HISTORY_CLEANUP,			/* delete a batch of expired history */
 	RS_INBOX_RECEIVE,			/* record one message id, or nothing */
@@ -292,7 +306,20 @@ typedef struct IdempotencyCatalog
 extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
 
 /* cleanup.c: one batch of the cleanup, for cleanup() and the worker */
-extern uint64 IdempotencyCleanup(int32 batch_size);
+extern uint64 IdempotencyCleanup(int32 batch_size, bool paced, bool *more);
+
+/*
+ * sweep.c: the registry has no expires_at index; its cleanup walks the heap
+ * in ranges of SWEEP_RANGE_BLOCKS blocks (TID range scans) and remembers
+ * where it stopped.  A paced call (the background worker's) sweeps at most
+ * SWEEP_PACED_BLOCKS blocks.
+ */
+#define SWEEP_RANGE_BLOCKS	4096
+#define SWEEP_PACED_BLOCKS	4096
+
+extern uint64 SweepRegistry(TimestampTz now, int32 fence, int32 limit, bool paced,
+							bool *more);
+extern void SweepPassBegin(CleanupStatus *slot);
 
 /* hints.c */
 extern void IdempotencyHintsInit(void);

@@ -178,24 +178,31 @@ static const RegistryStmtDef registry_stmts[RS_NUM_STMTS] = {
 
 	/*
 	 * $1 now, $2 batch size, $3 a fencing token one second older than the
-	 * current one.  The oldest expired records first, through the expires_at
-	 * index; SKIP LOCKED passes over any record a live transaction is
-	 * changing (a claim being taken over, say), so the cleanup never waits
-	 * for the application nor removes what it holds.  A record whose last
-	 * attempt was issued within the last two seconds stays a little longer:
-	 * once it is gone, the next claim of its key starts from the clock, and
-	 * that must be above every attempt the record ever had (RegistryFence).
+	 * current one, $4 and $5 a block range of the heap, '(b,0)' to
+	 * '(b + n,0)': a Tid Range Scan of those blocks, since the registry has
+	 * no index on expires_at (sweep.c walks the heap range by range).  The
+	 * expired records in heap order; SKIP LOCKED passes over any record a
+	 * live transaction is changing (a claim being taken over, say), so the
+	 * cleanup never waits for the application nor removes what it holds.  A
+	 * record whose last attempt was issued within the last two seconds
+	 * stays a little longer: once it is gone, the next claim of its key
+	 * starts from the clock, and that must be above every attempt the
+	 * record ever had (RegistryFence).  The one row returned holds how many
+	 * went and the highest ctid deleted: when the batch size cut the range
+	 * short, the sweep goes on from that block.
 	 */
 	[RS_CLEANUP] = {
-		"DELETE FROM idempotency.registry AS r"
-		" USING (SELECT e.key, e.scope, e.owner FROM idempotency.registry AS e"
-		"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
-		"        AND e.attempt OPERATOR(pg_catalog.<) $3"
-		"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-		" WHERE r.key OPERATOR(pg_catalog.=) x.key"
-		" AND r.scope OPERATOR(pg_catalog.=) x.scope"
-		" AND r.owner OPERATOR(pg_catalog.=) x.owner",
-		3, {TIMESTAMPTZOID, INT4OID, INT4OID}, SPI_OK_DELETE, true
+		"WITH d AS (DELETE FROM idempotency.registry AS r"
+		" WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"   SELECT e.ctid FROM idempotency.registry AS e"
+		"    WHERE e.ctid OPERATOR(pg_catalog.>=) $4"
+		"    AND e.ctid OPERATOR(pg_catalog.<) $5"
+		"    AND e.expires_at OPERATOR(pg_catalog.<=) $1"
+		"    AND e.attempt OPERATOR(pg_catalog.<) $3"
+		"    LIMIT $2 FOR UPDATE SKIP LOCKED))"
+		" RETURNING r.ctid)"
+		" SELECT pg_catalog.count(*), pg_catalog.max(d.ctid) FROM d",
+		5, {TIMESTAMPTZOID, INT4OID, INT4OID, TIDOID, TIDOID}, SPI_OK_SELECT, true
 	},
 
 	[RS_HISTORY_INSERT] = {
