@@ -15,6 +15,7 @@ OBJS = \
 	src/registry_api.o \
 	src/deferred.o \
 	src/cleanup.o \
+	src/sweep.o \
 	src/shmem.o \
 	src/worker.o \
 	src/statemachine.o \
@@ -36,13 +37,13 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = catalog key_type key_operators make_key registry registry_errors http_layer defer_claim roles role_names permission_hint cleanup state_machine inbox tokens stats hostile_setup \
+REGRESS = catalog key_type key_operators make_key registry registry_errors http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens stats hostile_setup \
 	error_contexts state_machine_limits key_printable trigger_checks
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
 # Isolation specs: test/specs and test/expected.
-ISOLATION = begin_commit begin_rollback begin_nowait lease_takeover \
+ISOLATION = begin_commit begin_read_first begin_rollback begin_nowait lease_takeover \
 	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
 	transition_race inbox_race version_race token_race begin_max_wait \
 	claims_in_order defer_claim

@@ -29,14 +29,16 @@ psql_cluster -f "$top/bench/registry_setup.sql" >/dev/null
 
 # make_expired: $rows expired records (as if many clients' keys had aged out)
 make_expired() {
-	psql_cluster -c "INSERT INTO idempotency.registry
+	psql_cluster -c "INSERT INTO idempotency.registry (owner, scope, key, status, attempt, fingerprint, response,
+			created_at, updated_at, lease_until, expires_at)
 		SELECT 'bench', '', ('expired-' || i)::idempotency.key, 'completed', 1, NULL, '{\"ok\": true}',
 			   now() - interval '2 days', now() - interval '2 days', NULL, now() - interval '1 day'
 		  FROM generate_series(1, $rows) AS i;" >/dev/null
 }
 echo "==> loading $rows expired and $rows live records"
 make_expired
-psql_cluster -c "INSERT INTO idempotency.registry
+psql_cluster -c "INSERT INTO idempotency.registry (owner, scope, key, status, attempt, fingerprint, response,
+			created_at, updated_at, lease_until, expires_at)
 	SELECT 'bench', '', ('live-' || i)::idempotency.key, 'completed', 1, NULL, '{\"ok\": true}',
 		   now(), now(), NULL, now() + interval '1 day'
 	  FROM generate_series(1, $rows) AS i;" >/dev/null

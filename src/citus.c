@@ -19,6 +19,8 @@
  *	 each shard's DELETE bounded and passing over locked rows, the whole call
  *	 bounded by its batch size.  Other nodes leave distributed tables to the
  *	 coordinator and clean only their node-local tables (state history).
+ *	 The registry's shards have no index on expires_at either: they are
+ *	 swept by block ranges like the plain registry (sweep.c).
  * - The inbox's batch (rule 13): statements whose success does not depend
  *	 on catching an error.
  * - Shards seen by triggers (rule 15): the distributed table a shard belongs
@@ -55,6 +57,7 @@
 #include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
+#include "sweep.h"
 
 /* The tables whose distribution we keep track of, by name in our schema. */
 static const char *const citus_table_names[CITUS_NUM_TABLES] = {
@@ -185,6 +188,8 @@ typedef struct CitusShard
 	int32		limit;			/* rows its DELETE may take this round; 0:
 								 * none */
 	uint64		deleted;		/* this round */
+	BlockNumber next_block;		/* sweep: the range this round starts at */
+	uint64		nblocks;		/* sweep: the shard's length, as last seen */
 } CitusShard;
 
 /* A node holding some of the shards. */
@@ -203,9 +208,15 @@ typedef struct CitusNode
  *		NULL if no shard of the node has anything to do this round.  The
  *		shards are plain tables on their node, so FOR UPDATE SKIP LOCKED and
  *		ctid are allowed there.
+ *
+ * With sweep (the registry, which has no expires_at index) each shard's DELETE
+ * takes the expired rows of one block range, from next_block on, in heap
+ * order, as sweep.c's statement does, and the answer also holds each shard's
+ * length in blocks: "{deleted,nblocks,deleted,nblocks,...}".
  */
 static char *
-citus_cleanup_statement(CitusShard *shards, int nshards, int node, const char *expired)
+citus_cleanup_statement(CitusShard *shards, int nshards, int node, const char *expired,
+						bool sweep)
 {
 	StringInfoData with;
 	StringInfoData counts;
@@ -217,16 +228,40 @@ citus_cleanup_statement(CitusShard *shards, int nshards, int node, const char *e
 	{
 		if (shards[i].node != node || shards[i].limit == 0)
 			continue;
-		appendStringInfo(&with,
-						 "%sd%d AS (DELETE FROM %s AS t"
-						 " WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "SELECT e.ctid FROM %s AS e"
-						 " WHERE %s"
-						 " ORDER BY e.expires_at LIMIT %d FOR UPDATE SKIP LOCKED))"
-						 " RETURNING 1)",
-						 n == 0 ? "WITH " : ", ", n, shards[i].name, shards[i].name, expired,
-						 shards[i].limit);
-		appendStringInfo(&counts, "%s(SELECT pg_catalog.count(*) FROM d%d)", n == 0 ? "" : ", ", n);
+		if (sweep)
+		{
+			appendStringInfo(&with,
+							 "%sd%d AS (DELETE FROM %s AS t"
+							 " WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+							 "SELECT e.ctid FROM %s AS e"
+							 " WHERE e.ctid OPERATOR(pg_catalog.>=) '(%u,0)'::pg_catalog.tid"
+							 " AND e.ctid OPERATOR(pg_catalog.<) '(%u,0)'::pg_catalog.tid"
+							 " AND %s"
+							 " LIMIT %d FOR UPDATE SKIP LOCKED))"
+							 " RETURNING 1)",
+							 n == 0 ? "WITH " : ", ", n, shards[i].name, shards[i].name,
+							 shards[i].next_block, shards[i].next_block + SWEEP_RANGE_BLOCKS,
+							 expired, shards[i].limit);
+			appendStringInfo(&counts,
+							 "%s(SELECT pg_catalog.count(*) FROM d%d),"
+							 " pg_catalog.pg_relation_size(%s::pg_catalog.regclass)"
+							 " OPERATOR(pg_catalog./)"
+							 " pg_catalog.current_setting('block_size')::pg_catalog.int8",
+							 n == 0 ? "" : ", ", n, quote_literal_cstr(shards[i].name));
+		}
+		else
+		{
+			appendStringInfo(&with,
+							 "%sd%d AS (DELETE FROM %s AS t"
+							 " WHERE t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+							 "SELECT e.ctid FROM %s AS e"
+							 " WHERE %s"
+							 " ORDER BY e.expires_at LIMIT %d FOR UPDATE SKIP LOCKED))"
+							 " RETURNING 1)",
+							 n == 0 ? "WITH " : ", ", n, shards[i].name, shards[i].name, expired,
+							 shards[i].limit);
+			appendStringInfo(&counts, "%s(SELECT pg_catalog.count(*) FROM d%d)", n == 0 ? "" : ", ", n);
+		}
 		n++;
 	}
 	if (n == 0)
@@ -236,11 +271,27 @@ citus_cleanup_statement(CitusShard *shards, int nshards, int node, const char *e
 }
 
 /*
- * citus_cleanup_counts
- *		Spread a node's answer, "{3,0,5}", over its shards in this round.
+ * citus_cleanup_number
+ *		The next number in a node's answer, after *p; moves *p past it.
  */
 static uint64
-citus_cleanup_counts(CitusShard *shards, int nshards, int node, const char *answer)
+citus_cleanup_number(const char **p, const char *answer)
+{
+	while (**p != '\0' && (**p < '0' || **p > '9'))
+		(*p)++;
+	if (**p == '\0')
+		elog(ERROR, "unexpected answer from a cleanup statement: \"%s\"", answer);
+	return strtoul(*p, (char **) p, 10);
+}
+
+/*
+ * citus_cleanup_counts
+ *		Spread a node's answer, "{3,0,5}" (with sweep, each count followed by
+ *		the shard's length in blocks), over its shards in this round.
+ */
+static uint64
+citus_cleanup_counts(CitusShard *shards, int nshards, int node, const char *answer,
+					 bool sweep)
 {
 	const char *p = answer;
 	uint64		total = 0;
@@ -249,11 +300,9 @@ citus_cleanup_counts(CitusShard *shards, int nshards, int node, const char *answ
 	{
 		if (shards[i].node != node || shards[i].limit == 0)
 			continue;
-		while (*p != '\0' && (*p < '0' || *p > '9'))
-			p++;
-		if (*p == '\0')
-			elog(ERROR, "unexpected answer from a cleanup statement: \"%s\"", answer);
-		shards[i].deleted = strtoul(p, (char **) &p, 10);
+		shards[i].deleted = citus_cleanup_number(&p, answer);
+		if (sweep)
+			shards[i].nblocks = citus_cleanup_number(&p, answer);
 		total += shards[i].deleted;
 	}
 	return total;
@@ -268,7 +317,7 @@ citus_cleanup_counts(CitusShard *shards, int nshards, int node, const char *answ
  */
 static uint64
 citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnodes,
-					const char *expired, const char *table)
+					const char *expired, const char *table, bool sweep)
 {
 	Datum	   *names = palloc(sizeof(Datum) * nnodes);
 	Datum	   *ports = palloc(sizeof(Datum) * nnodes);
@@ -279,7 +328,7 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 
 	for (int node = 0; node < nnodes; node++)
 	{
-		char	   *sql = citus_cleanup_statement(shards, nshards, node, expired);
+		char	   *sql = citus_cleanup_statement(shards, nshards, node, expired, sweep);
 
 		if (sql == NULL)
 			continue;
@@ -288,7 +337,8 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 				elog(ERROR, "SPI_execute failed for \"%s\"", sql);
 			total += citus_cleanup_counts(shards, nshards, node,
-										  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+										  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+										  sweep);
 			continue;
 		}
 		names[nremote] = CStringGetTextDatum(nodes[node].name);
@@ -327,7 +377,7 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 						 errmsg("could not delete expired rows of table \"idempotency.%s\" on node %s:%d",
 								table, node->name, node->port),
 						 errdetail("%s", result ? result : "no answer")));
-			total += citus_cleanup_counts(shards, nshards, which[i], result ? result : "");
+			total += citus_cleanup_counts(shards, nshards, which[i], result ? result : "", sweep);
 		}
 	}
 	return total;
@@ -348,6 +398,15 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
  * fewer expired rows that no transaction holds: what a batch means on a
  * single server, which the background worker relies on to know when to
  * stop.  With the default batch size there is usually one round.
+ *
+ * The registry's shards are swept by block ranges (sweep, as sweep.c does
+ * on a plain server): a shard stays in play while its part was used up (its
+ * range may hold more) or, having used less, moves on to its next range
+ * until it has reached its end.  Each call sweeps every shard from block 0:
+ * the position is not kept per shard (the coordinator would need a slot per
+ * shard, and each background worker is a new process), so the call is not
+ * paced by blocks.  A shard is rescanned from its start on every call, which
+ * costs reading what the last call left dead until vacuum, about one range.
  */
 bool
 IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *deleted)
@@ -364,6 +423,7 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 	int64		budget = limit;
 	int			inplay;
 	bool	   *play;
+	bool		sweep = table == CITUS_REGISTRY;
 
 	if (IdempotencyCitusPartMethod(table) != 'h')
 		return false;
@@ -421,7 +481,7 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 																		 TimestampTzGetDatum(now))));
 
 	/*
-	 * What counts as expired: as each table's delete_expired_stmt has it, a
+	 * What counts as expired: as each table's cleanup statement has it, a
 	 * registry record also needs its last attempt two seconds behind the
 	 * clock, so that no fencing token is issued twice (RegistryFence).
 	 */
@@ -452,20 +512,28 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 		}
 
 		round = citus_cleanup_round(shards, nshards, nodes, nnodes, expired,
-									citus_table_names[table]);
+									citus_table_names[table], sweep);
 		*deleted += round;
 		budget -= (int64) round;
 
 		/*
-		 * Out of play: the shards that did not use all of their part.  Each
-		 * round either deletes rows or takes shards out of play, so the
+		 * Out of play: the shards that did not use all of their part (with
+		 * sweep: and have no range left).  Each round either deletes rows,
+		 * moves a shard to its next range or takes shards out of play, so the
 		 * rounds end.
 		 */
 		inplay = 0;
 		for (int i = 0; i < nshards; i++)
 		{
 			if (shards[i].limit > 0)
+			{
 				play[i] = shards[i].deleted >= (uint64) shards[i].limit;
+				if (sweep && !play[i])
+				{
+					shards[i].next_block += SWEEP_RANGE_BLOCKS;
+					play[i] = shards[i].next_block < shards[i].nblocks;
+				}
+			}
 			inplay += play[i] ? 1 : 0;
 		}
 	}

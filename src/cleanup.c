@@ -9,7 +9,9 @@
  * an administrator may call it by hand as cleanup(), and must on a server
  * where the library is not preloaded.  A record past its expires_at
  * already counts as absent for idempotent_begin, so cleaning late is never
- * wrong, only wasteful.
+ * wrong, only wasteful.  The registry has no index on expires_at: its part
+ * of a batch is a sweep of the heap by block ranges (sweep.c); the other
+ * tables' statements take their oldest expired rows through an index.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -30,22 +32,24 @@
 #include "history.h"
 #include "idempotency.h"
 #include "inbox.h"
-#include "registry.h"
 #include "shmem.h"
 #include "sqlcall.h"
 #include "stats.h"
+#include "sweep.h"
 #include "tokens.h"
 
 /* Deletes up to limit expired rows of one table, in the caller's frame. */
 typedef uint64 (*CleanupDelete) (SqlCall *call, int32 limit);
 
-/* The tables in the order a batch visits them, each with its statement. */
+/*
+ * The tables a batch visits after the registry, in this order, each with its
+ * statement.
+ */
 static const struct
 {
 	CitusTable	table;
 	CleanupDelete delete_expired;
 }			cleanup_tables[] = {
-	{CITUS_REGISTRY, RegistryDeleteExpired},
 	{CITUS_INBOX, InboxDeleteExpired},
 	{CITUS_TOKENS, TokensDeleteExpired},
 	{CITUS_HISTORY, HistoryDeleteExpired},
@@ -53,22 +57,32 @@ static const struct
 
 /*
  * IdempotencyCleanup
- *		Delete up to batch_size expired records (the oldest first), then,
- *		with what is left of the batch, expired inbox entries, tokens and
- *		state history; return how many rows went.  The statements run as the
+ *		Delete up to batch_size expired records (swept in heap order from
+ *		where the last batch stopped, sweep.c), then, with what is left of
+ *		the batch, expired inbox entries, tokens and state history (the
+ *		oldest first); return how many rows went.  The statements run as the
  *		tables' owner (SqlCallBegin), so the caller needs no privilege on
  *		them.  A table that Citus distributes is cleaned shard by shard
  *		(citus.c).
+ *
+ * paced is the background worker's: the registry's sweep then also stops
+ * after SWEEP_PACED_BLOCKS blocks, and *more says that the worker's pass
+ * has not yet swept the whole registry, so a batch that comes back short
+ * does not end the pass.  A hand call (not paced) sweeps until it has its
+ * batch or has swept the whole registry once; *more is then false.
  */
 uint64
-IdempotencyCleanup(int32 batch_size)
+IdempotencyCleanup(int32 batch_size, bool paced, bool *more)
 {
 	SqlCall		call;
 	uint64		deleted = 0;
 
 	Assert(batch_size > 0);
+	*more = false;
 
 	SqlCallBegin(&call);
+	if (!IdempotencyCitusCleanup(CITUS_REGISTRY, call.now, batch_size, &deleted))
+		deleted = SweepRegistry(&call, batch_size, paced, more);
 	for (size_t i = 0; i < lengthof(cleanup_tables) && deleted < (uint64) batch_size; i++)
 	{
 		int32		limit = batch_size - (int32) deleted;
@@ -94,6 +108,7 @@ Datum
 idempotency_cleanup(PG_FUNCTION_ARGS)
 {
 	int32		batch_size = idempotency_cleanup_batch_size;
+	bool		more;
 
 	if (!PG_ARGISNULL(0))
 		batch_size = PG_GETARG_INT32(0);
@@ -102,7 +117,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_size must be greater than zero")));
 
-	PG_RETURN_INT64((int64) IdempotencyCleanup(batch_size));
+	PG_RETURN_INT64((int64) IdempotencyCleanup(batch_size, false, &more));
 }
 
 PG_FUNCTION_INFO_V1(idempotency_cleanup_status);

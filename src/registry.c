@@ -35,7 +35,7 @@
  * number only grows.  An abandoned claim is not deleted but marked
  * "abandoned" (it counts as absent), so its number is remembered too.  Only
  * the cleanup deletes records, and only those whose attempt lies at least
- * two seconds behind the clock (RegistryDeleteExpired); a claim of the key
+ * two seconds behind the clock (sweep.c); a claim of the key
  * after that starts from the clock, which is past every number the deleted
  * record held.  This holds as long as the server's clock does not step back
  * by a second or more between a deletion and the next claim of the key; an
@@ -438,43 +438,4 @@ RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 	values[11] = TimestampTzGetDatum(answer->expires_at != 0 ?
 									 answer->expires_at : claim->expires_at);
 	return SqlExecute(&insert_finished_stmt, values, nulls) == 1;
-}
-
-/*
- * $1 now, $2 batch size, $3 a fencing token one second older than the
- * current one.  The oldest expired records first, through the expires_at
- * index; SKIP LOCKED passes over any record a live transaction is changing
- * (a claim being taken over, say), so the cleanup never waits for the
- * application nor removes what it holds.  A record whose last attempt was
- * issued within the last two seconds stays a little longer: once it is
- * gone, the next claim of its key starts from the clock, and that must be
- * above every attempt the record ever had (RegistryFence).
- */
-static SqlStatement delete_expired_stmt = {
-	.sql = "DELETE FROM idempotency.registry AS r"
-	" USING (SELECT e.key, e.scope, e.owner FROM idempotency.registry AS e"
-	"        WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
-	"        AND e.attempt OPERATOR(pg_catalog.<) $3"
-	"        ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS x"
-	" WHERE r.key OPERATOR(pg_catalog.=) x.key"
-	" AND r.scope OPERATOR(pg_catalog.=) x.scope"
-	" AND r.owner OPERATOR(pg_catalog.=) x.owner",
-	.nargs = 3,
-	.argtypes = {TIMESTAMPTZOID, INT4OID, INT4OID},
-	.expected_rc = SPI_OK_DELETE,
-	.custom_plan = true,
-};
-
-/*
- * RegistryDeleteExpired
- *		Delete up to limit expired records, in the caller's frame; returns
- *		how many went.
- */
-uint64
-RegistryDeleteExpired(SqlCall *call, int32 limit)
-{
-	Datum		values[3] = {TimestampTzGetDatum(call->now), Int32GetDatum(limit),
-	Int32GetDatum(RegistryFence() - 1)};
-
-	return SqlExecute(&delete_expired_stmt, values, NULL);
 }

@@ -75,6 +75,5 @@ extern bool RegistryFinish(SqlCall *call, Datum scope, Datum key,
 extern bool RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt);
 extern bool RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 								   const RegistryAnswer *answer);
-extern uint64 RegistryDeleteExpired(SqlCall *call, int32 limit);
 
 #endif							/* IDEMPOTENCY_REGISTRY_H */

@@ -79,6 +79,17 @@
  */
 #define UNCOMMITTED_LEASE_GUESS_USECS USECS_PER_SEC
 
+/*
+ * Which statement a begin runs first, learnt per backend: an exponential
+ * moving average, in 1/256ths, of how many recent begins found a record of
+ * their key, updated with weight 1/8.  Above one half, begin reads first.
+ */
+#define FOUND_SHARE_ONE			256
+#define FOUND_SHARE_READ_FIRST	(FOUND_SHARE_ONE / 2)
+#define FOUND_SHARE_WEIGHT		8
+
+static int	found_share = 0;
+
 /* The fingerprint's version byte (version 1 was a bare 32-byte digest). */
 #define FINGERPRINT_VERSION 2
 
@@ -278,6 +289,22 @@ begin_execute(BeginArgs *args, BeginResult *result, int32 attempt, TimestampTz e
 }
 
 /*
+ * begin_found
+ *		Note whether a begin found a record of its key.
+ */
+static void
+begin_found(bool found)
+{
+	bool		read_first = found_share > FOUND_SHARE_READ_FIRST;
+
+	found_share += ((found ? FOUND_SHARE_ONE : 0) - found_share) / FOUND_SHARE_WEIGHT;
+	if (read_first != (found_share > FOUND_SHARE_READ_FIRST))
+		elog(DEBUG2, "idempotent_begin now %s",
+			 read_first ? "claims first: most recent begins found no record of their key" :
+			 "reads first: most recent begins found a record of their key");
+}
+
+/*
  * begin_attempt
  *		One pass of the claim loop.  Returns true with *result filled in when
  *		it reached an answer, false when the record changed under it and the
@@ -285,6 +312,17 @@ begin_execute(BeginArgs *args, BeginResult *result, int32 attempt, TimestampTz e
  *
  * The fencing token is read from the clock at every pass, just before the
  * statement that may issue it (RegistryFence says why).
+ *
+ * Which statement comes first.  A new key is claimed by one INSERT ... ON
+ * CONFLICT, and reading first would cost it an extra index probe; a retry
+ * is answered by reading its record, and claiming first would cost it a
+ * speculative insertion that conflicts.  So begin claims first unless most
+ * of this backend's recent begins found a record (a consumer draining
+ * redeliveries, a burst of retries), and then reads first.  Either order
+ * gives the same answers: a claim that conflicts after a read that found
+ * nothing (a concurrent claim, not yet committed when read) just loops, and
+ * the next read sees the record.  A deferred claim always reads first: it
+ * writes nothing at begin.
  */
 static bool
 begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
@@ -294,6 +332,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	int32		attempt;
 	TimestampTz expires_at;
 	DeferredClaim *mine;
+	bool		read_first = args->defer_claim || found_share > FOUND_SHARE_READ_FIRST;
 
 	claim.scope = args->scope;
 	claim.key = args->key;
@@ -317,9 +356,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		return true;
 	}
 
-	if (!args->defer_claim && RegistryInsertClaim(call, &claim))
+	if (!read_first && RegistryInsertClaim(call, &claim))
 	{
 		/* the common case: nobody has this key, the claim is ours */
+		begin_found(false);
 		begin_execute(args, result, claim.fence, args->expires_at);
 		return true;
 	}
@@ -329,9 +369,17 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		DeferredClaim *deferred;
 
 		if (!args->defer_claim)
-			return false;		/* deleted since the claim conflicted */
+		{
+			/* nobody has this key: claim it, unless that was tried */
+			if (!read_first || !RegistryInsertClaim(call, &claim))
+				return false;	/* deleted since, or claimed since the read */
+			begin_found(false);
+			begin_execute(args, result, claim.fence, args->expires_at);
+			return true;
+		}
 
 		/* nobody has this key: the claim is ours, written by finish */
+		begin_found(false);
 		deferred = DeferredClaimAdd(call->owner, args->scope, args->key, args->fingerprint);
 		deferred->attempt = claim.fence;
 		deferred->created_at = call->now;
@@ -340,6 +388,8 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		begin_execute(args, result, claim.fence, args->expires_at);
 		return true;
 	}
+
+	begin_found(true);
 
 	/* an expired or abandoned record counts as absent: claim it afresh */
 	if (!RegistryRecordLive(call, &rec))

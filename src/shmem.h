@@ -14,6 +14,7 @@
 #define IDEMPOTENCY_SHMEM_H
 
 #include "port/atomics.h"
+#include "storage/block.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
@@ -21,6 +22,18 @@
 
 #define IDEMPOTENCY_MAX_DATABASES 128
 #define CLEANUP_ERROR_LEN 256
+
+/*
+ * Where the registry's sweep (sweep.c) stands in one database.  A position
+ * in another relation (the registry dropped and created again) or past the
+ * end of the heap (TRUNCATE, VACUUM FULL) counts as block 0.
+ */
+typedef struct SweepPosition
+{
+	Oid			relid;			/* the registry it is a position in */
+	BlockNumber next_block;		/* where the next sweep call starts */
+	uint64		pass_blocks;	/* blocks swept since the worker's pass began */
+} SweepPosition;
 
 typedef struct CleanupStatus
 {
@@ -34,6 +47,7 @@ typedef struct CleanupStatus
 	char		last_error[CLEANUP_ERROR_LEN];	/* empty after a good pass */
 	bool		backlog;		/* the last worker left expired rows: the
 								 * launcher starts another at next_run */
+	SweepPosition sweep;		/* the registry's sweep (sweep.c) */
 } CleanupStatus;
 
 typedef struct IdempotencySharedState

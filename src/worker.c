@@ -12,8 +12,10 @@
  * once if the extension is not installed there, and otherwise runs the C code
  * of idempotency.cleanup() batch after batch (directly, never a function
  * looked up by name), each batch its own short transaction, until a batch
- * comes back short.  Then it exits.  On a Citus cluster every node runs it:
- * the cleanup itself knows what each node deletes.
+ * comes back short and the registry's sweep (sweep.c: each batch sweeps a
+ * bounded number of the registry's blocks) has covered the whole registry
+ * since the pass began.  Then it exits.  On a Citus cluster every node runs
+ * it: the cleanup itself knows what each node deletes.
  *
  * The role the workers connect as (idempotency.cleanup_role, or the
  * bootstrap superuser) needs LOGIN and CONNECT on the database and nothing
@@ -89,6 +91,7 @@
 #include "compat.h"
 #include "idempotency.h"
 #include "shmem.h"
+#include "sweep.h"
 
 /* The longest a failing database waits before its next try, in ms. */
 #define CLEANUP_MAX_BACKOFF_MS (3600 * 1000L)
@@ -615,10 +618,12 @@ cleanup_should_run(void)
  *		superuser (or idempotency.cleanup_role), and a function found by its
  *		name could be anyone's.  IdempotencyCleanup refuses to run unless the
  *		schema and the tables it names are the extension's own (extension.c),
- *		and needs no privilege of the worker's role.
+ *		and needs no privilege of the worker's role.  The batch is paced:
+ *		*more says the registry's sweep has yet to cover the whole registry in
+ *		this pass.
  */
 static int64
-cleanup_batch(int32 batch_size)
+cleanup_batch(int32 batch_size, bool *more)
 {
 	int64		deleted;
 
@@ -627,7 +632,7 @@ cleanup_batch(int32 batch_size)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "idempotency cleanup batch");
 
-	deleted = (int64) IdempotencyCleanup(batch_size);
+	deleted = (int64) IdempotencyCleanup(batch_size, true, more);
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -720,8 +725,9 @@ cleanup_worker_done(TimestampTz started, int64 deleted)
 /*
  * idempotency_cleanup_main
  *		Part of a pass over one database, then exit: batches back to back
- *		until a batch comes back short (the pass is over) or the worker has
- *		had its share (the launcher starts the next one for the rest).
+ *		until a batch comes back short with the registry swept (the pass is
+ *		over) or the worker has had its share (the launcher starts the next
+ *		one for the rest).
  */
 void
 idempotency_cleanup_main(Datum main_arg)
@@ -754,6 +760,7 @@ idempotency_cleanup_main(Datum main_arg)
 		{
 			slot->last_start = started;
 			slot->last_deleted = 0;
+			SweepPassBegin(slot);
 		}
 	}
 	LWLockRelease(IdempotencyShared->lock);
@@ -763,11 +770,12 @@ idempotency_cleanup_main(Datum main_arg)
 		for (;;)
 		{
 			int32		batch_size = idempotency_cleanup_batch_size;
-			int64		deleted = cleanup_batch(batch_size);
+			bool		more;
+			int64		deleted = cleanup_batch(batch_size, &more);
 
 			cleanup_record(dbid, deleted, false, NULL);
 			deleted_here += deleted;
-			if (deleted < batch_size)
+			if (deleted < batch_size && !more)
 				break;
 
 			/* answer SIGTERM or a reload; never pause here */
