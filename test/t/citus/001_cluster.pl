@@ -252,12 +252,12 @@ for my $role (qw(app_before app_after))
 	}),
 		qq{execute
 in_progress
-
+completed
 replay {"done": 1}
 execute
 
 execute
-
+failed
 replay failed}, "$role: begin, in_progress, finish, replay, abandon and failed on the key's node");
 
 	($ret, $out, $err) = $coord->psql('postgres', qq{
@@ -507,7 +507,7 @@ $session->query(q{ROLLBACK});
 $session->quit;
 $victim->start;
 is($coord->safe_psql('postgres', 'SET ROLE app_before;' . steps($key_a, 1) . 'SELECT 1'),
-	"execute\n\n1", 'the retry executes: nothing of the first attempt was committed');
+	"execute\ncompleted\n1", 'the retry executes: nothing of the first attempt was committed');
 
 # 2. the worker dies after the coordinator committed but before it heard
 #    COMMIT PREPARED: the coordinator holds its commit (synchronous
