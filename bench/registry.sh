@@ -77,7 +77,7 @@ execute="bare floor hand feq feq_tuned feq_fn ext defer"
 replay="hand feq feq_tuned feq_fn ext defer"
 variants=""
 for f in $execute; do
-	printf '\\set id random(1, 1000000000000)\nSELECT bench_%s(:client_id || %s || :id, 1);\n' \
+	printf '\\set id random(1, 1000000000000000)\nSELECT bench_%s(:client_id || %s || :id, 1);\n' \
 		"$f" "'-'" >"$dir/execute_$f.sql"
 	variants="$variants execute_$f"
 done
