@@ -9,6 +9,11 @@ SELECT idempotency.make_key('order', 'ORD20260711001', 'pay')::text LIKE 'order:
 -- the checksum is the first 8 hex digits of SHA-256 over the first four parts
 SELECT split_part(idempotency.make_key('order', 'ORD20260711001', 'pay')::text, ':', 5)
        = left(encode(sha256('order:ORD20260711001:pay:v1'), 'hex'), 8) AS checksum_is_sha256;
+-- the extension computes SHA-256 itself (src/utils.c): the same as sha256()
+-- at every length across the 64-byte blocks and their padding (8 to 237 bytes)
+SELECT count(*) AS mismatches FROM generate_series(1, 230) AS n
+ WHERE split_part(idempotency.make_key('p', repeat('x', n), 'o')::text, ':', 5)
+       <> left(encode(sha256(convert_to('p:' || repeat('x', n) || ':o:v1', 'UTF8')), 'hex'), 8);
 -- STRICT: a NULL part gives NULL
 SELECT idempotency.make_key('order', NULL, 'pay') IS NULL AS null_part;
 
