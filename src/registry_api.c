@@ -468,7 +468,7 @@ begin_loop(SqlCall *call, BeginArgs *args, BeginResult *result)
 			 errhint("Retry the request.")));
 }
 
-/* begin_loop's arguments, passed through RegistryTry */
+/* begin_loop's arguments, passed through SqlTry */
 typedef struct BeginBounded
 {
 	SqlCall    *call;
