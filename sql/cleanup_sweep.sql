@@ -28,19 +28,32 @@ SELECT 'regress_sweep', '', ('sweep-' || i)::idempotency.key, 'completed',
 SELECT pg_relation_size('idempotency.registry') / current_setting('block_size')::int > 4096 AS more_than_one_range;
 
 -- what one call of the sweep runs per range (sweep_stmt in src/sweep.c):
--- a Tid Range Scan of the range, no index
+-- a Tid Range Scan of the range, no index (the plan's scans only: how
+-- EXPLAIN prints the rest differs between majors)
 ANALYZE idempotency.registry;
-EXPLAIN (COSTS OFF)
-WITH d AS (DELETE FROM idempotency.registry AS r
- WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
-   SELECT e.ctid FROM idempotency.registry AS e
-    WHERE e.ctid OPERATOR(pg_catalog.>=) '(0,0)'::tid
-    AND e.ctid OPERATOR(pg_catalog.<) '(4096,0)'::tid
-    AND e.expires_at OPERATOR(pg_catalog.<=) now()
-    AND e.attempt OPERATOR(pg_catalog.<) 1000
-    LIMIT 10000 FOR UPDATE SKIP LOCKED))
- RETURNING r.ctid)
-SELECT pg_catalog.count(*), pg_catalog.max(d.ctid) FROM d;
+CREATE FUNCTION pg_temp.sweep_scans() RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+	line text;
+BEGIN
+	FOR line IN EXPLAIN (COSTS OFF)
+		WITH d AS (DELETE FROM idempotency.registry AS r
+		 WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+		   SELECT e.ctid FROM idempotency.registry AS e
+		    WHERE e.ctid OPERATOR(pg_catalog.>=) '(0,0)'::tid
+		    AND e.ctid OPERATOR(pg_catalog.<) '(4096,0)'::tid
+		    AND e.expires_at OPERATOR(pg_catalog.<=) now()
+		    AND e.attempt OPERATOR(pg_catalog.<) 1000
+		    LIMIT 10000 FOR UPDATE SKIP LOCKED))
+		 RETURNING r.ctid)
+		SELECT pg_catalog.count(*), pg_catalog.max(d.ctid) FROM d
+	LOOP
+		IF line ~ 'Scan on|TID Cond: \(\(ctid >=' THEN
+			RETURN NEXT regexp_replace(line, '^[ >-]*', '');
+		END IF;
+	END LOOP;
+END $$;
+SELECT * FROM pg_temp.sweep_scans();
 
 CREATE TEMP VIEW sweep_counts AS
 SELECT count(*) FILTER (WHERE expires_at <= now()) AS expired,
