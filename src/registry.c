@@ -183,14 +183,9 @@ RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRecord *rec)
 void
 RegistryRecordKeep(SqlCall *call, RegistryRecord *rec)
 {
-	MemoryContext oldcontext = MemoryContextSwitchTo(call->caller_cxt);
-
-	if (rec->response != (Datum) 0)
-		rec->response = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(rec->response)));
-	if (rec->body != (Datum) 0)
-		rec->body = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(rec->body)));
-	rec->fingerprint = (Datum) 0;
-	MemoryContextSwitchTo(oldcontext);
+	rec->response = SqlKeep(call, rec->response);
+	rec->body = SqlKeep(call, rec->body);
+	rec->fingerprint = (Datum) 0;	/* only compared, never kept */
 }
 
 /*

@@ -90,6 +90,21 @@ IdempotencyShmemInit(void)
 }
 
 /*
+ * CleanupStatusFind
+ *		The status slot of a database, or NULL if it has none.  Caller holds
+ *		the lock.
+ */
+CleanupStatus *
+CleanupStatusFind(Oid dbid)
+{
+	Assert(IdempotencyShared != NULL);
+	for (int i = 0; i < IDEMPOTENCY_MAX_DATABASES; i++)
+		if (IdempotencyShared->cleanup[i].dbid == dbid)
+			return &IdempotencyShared->cleanup[i];
+	return NULL;
+}
+
+/*
  * CleanupStatusFor
  *		The status slot of a database, claiming a free one (or the slot of a
  *		database that no longer exists, which the launcher clears) if it has
@@ -99,22 +114,14 @@ IdempotencyShmemInit(void)
 CleanupStatus *
 CleanupStatusFor(Oid dbid)
 {
-	CleanupStatus *free_slot = NULL;
+	CleanupStatus *slot = CleanupStatusFind(dbid);
 
-	Assert(IdempotencyShared != NULL);
-	for (int i = 0; i < IDEMPOTENCY_MAX_DATABASES; i++)
+	if (slot == NULL)
+		slot = CleanupStatusFind(InvalidOid);
+	if (slot != NULL && slot->dbid == InvalidOid)
 	{
-		CleanupStatus *slot = &IdempotencyShared->cleanup[i];
-
-		if (slot->dbid == dbid)
-			return slot;
-		if (slot->dbid == InvalidOid && free_slot == NULL)
-			free_slot = slot;
+		memset(slot, 0, sizeof(CleanupStatus));
+		slot->dbid = dbid;
 	}
-	if (free_slot != NULL)
-	{
-		memset(free_slot, 0, sizeof(CleanupStatus));
-		free_slot->dbid = dbid;
-	}
-	return free_slot;
+	return slot;
 }

@@ -60,6 +60,7 @@ typedef struct IdempotencySharedState
 
 extern IdempotencySharedState *IdempotencyShared;
 extern void IdempotencyShmemInit(void);
+extern CleanupStatus *CleanupStatusFind(Oid dbid);
 extern CleanupStatus *CleanupStatusFor(Oid dbid);
 
 /* hints.c: the permission hint, installed with the shared state */

@@ -301,20 +301,19 @@ SqlResult(uint64 row, int col, bool *isnull)
 }
 
 /*
- * SqlResultCopy
- *		A varlena column, detoasted and copied into the caller's memory: SPI's
- *		memory goes at the end of the call, and a toast pointer could outlive
- *		the value it points to once the row is cleaned.  0 for NULL.
+ * SqlKeep
+ *		A varlena value the last statement returned, detoasted and copied
+ *		into the caller's memory: SPI's memory goes at the end of the call,
+ *		and a toast pointer could outlive the value it points to once the row
+ *		is cleaned.  0 (NULL) stays 0.
  */
 Datum
-SqlResultCopy(SqlCall *call, uint64 row, int col)
+SqlKeep(SqlCall *call, Datum value)
 {
-	bool		isnull;
-	Datum		value = SqlResult(row, col, &isnull);
 	MemoryContext oldcontext;
 	Datum		result;
 
-	if (isnull)
+	if (value == (Datum) 0)
 		return (Datum) 0;
 	oldcontext = MemoryContextSwitchTo(call->caller_cxt);
 	result = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(value)));

@@ -67,7 +67,7 @@ extern void SqlCallBegin(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
 extern Datum SqlResult(uint64 row, int col, bool *isnull);
-extern Datum SqlResultCopy(SqlCall *call, uint64 row, int col);
+extern Datum SqlKeep(SqlCall *call, Datum value);
 extern bool SqlTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
 extern pg_noreturn void SqlRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
 extern Datum SqlRoleName(Oid roleid);

@@ -109,25 +109,12 @@ static SqlStatement sweep_stmt = {
 static SweepPosition sweep_local_position;
 
 /*
- * sweep_shared_slot
- *		This database's status slot, or NULL if it has none (or there is no
- *		shared memory).  Does not claim a slot: only the worker does, so a
- *		hand call does not make a database appear in cleanup_status.  Caller
- *		holds the lock.
- */
-static CleanupStatus *
-sweep_shared_slot(void)
-{
-	for (int i = 0; i < IDEMPOTENCY_MAX_DATABASES; i++)
-		if (IdempotencyShared->cleanup[i].dbid == MyDatabaseId)
-			return &IdempotencyShared->cleanup[i];
-	return NULL;
-}
-
-/*
  * sweep_load
  *		Where the sweep of relid stopped; *shared says whether the position
- *		came from (and goes back to) shared memory.
+ *		came from (and goes back to) shared memory: this database's status
+ *		slot, if it has one.  A sweep never claims a slot (only the worker
+ *		does), so a hand call does not make a database appear in
+ *		cleanup_status.
  */
 static BlockNumber
 sweep_load(Oid relid, bool *shared)
@@ -140,7 +127,7 @@ sweep_load(Oid relid, bool *shared)
 		CleanupStatus *slot;
 
 		LWLockAcquire(IdempotencyShared->lock, LW_SHARED);
-		slot = sweep_shared_slot();
+		slot = CleanupStatusFind(MyDatabaseId);
 		if (slot != NULL)
 		{
 			position = slot->sweep;
@@ -169,7 +156,7 @@ sweep_save(Oid relid, BlockNumber next_block, uint64 swept, bool shared)
 		CleanupStatus *slot;
 
 		LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
-		slot = sweep_shared_slot();
+		slot = CleanupStatusFind(MyDatabaseId);
 		if (slot != NULL)
 			position = &slot->sweep;
 	}
