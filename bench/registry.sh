@@ -12,10 +12,16 @@
 #     feq_fn  the same factored into begin and finish functions
 #     ext     the extension, default mode
 #     defer   the extension with defer_claim => true
+#     reg_min    the minimal handler's statements, by hand, on the
+#             extension's registry table (its row, its primary key)
+#     reg_defer  the deferred design's statements, by hand, on it
 #   replay path (a key already completed: return the stored answer)
 #     hand, feq, feq_tuned, feq_fn, ext, defer
 # feq_tuned and feq_fn show how much the feature-equivalent baseline moves
-# with its table design and its shape; they are left out of the latency runs.
+# with its table design and its shape; reg_min and reg_defer split the
+# extension's distance from the minimal handler into what its table costs
+# (reg_* against hand) and what its code costs (ext and defer against
+# reg_*).  These four are left out of the latency runs.
 #
 # bench/registry_setup.sql defines each handler, one server-side function
 # call per request, driven by pgbench with prepared statements.  Run as
@@ -73,7 +79,7 @@ psql_cluster -c "CREATE EXTENSION pg_walinspect" >/dev/null
 # start_cluster's exit trap removes
 dir="$cluster/bench"
 mkdir "$dir"
-execute="bare floor hand feq feq_tuned feq_fn ext defer"
+execute="bare floor hand feq feq_tuned feq_fn ext defer reg_min reg_defer"
 replay="hand feq feq_tuned feq_fn ext defer"
 variants=""
 for f in $execute; do
@@ -196,13 +202,17 @@ target "defer_claim execute / feature-eq., tuned table" execute_defer execute_fe
 target "default execute / feature-eq. in functions" execute_ext execute_feq_fn
 target "default replay / feature-eq. in functions" replay_ext replay_feq_fn
 target "defer_claim execute / feature-eq. in functions" execute_defer execute_feq_fn
-for f in floor hand feq feq_tuned feq_fn ext defer; do
+target "registry table, minimal statements / minimal" execute_reg_min execute_hand
+target "registry table, deferred statements / minimal" execute_reg_defer execute_hand
+target "default execute / its statements by hand" execute_ext execute_reg_min
+target "defer_claim execute / its statements by hand" execute_defer execute_reg_defer
+for f in floor hand feq feq_tuned feq_fn ext defer reg_min reg_defer; do
 	target "execute $f / bare" "execute_$f" execute_bare
 done
 
 # 3: latency at a fixed rate, synchronous_commit = on
 pgoptions="-c synchronous_commit=on"
-variants=$(for v in $variants; do echo "$v"; done | grep -v -e _feq_tuned -e _feq_fn | tr '\n' ' ')
+variants=$(for v in $variants; do echo "$v"; done | grep -v -e _feq_tuned -e _feq_fn -e _reg_ | tr '\n' ' ')
 reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
 if [ -z "$rate" ]; then
 	slowest=""

@@ -386,17 +386,19 @@ RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 
 /*
  * A claim taken with defer_claim is written once, complete, by its finish.
- * Like claim_stmt it waits for a concurrent uncommitted record of the key;
- * nothing inserted means another request got there first.  $4 status,
- * $5 attempt, $6 fingerprint, $7 response, $8 status_code, $9 body,
- * $10 created_at, $11 now, $12 expires_at.
+ * A plain INSERT, not ON CONFLICT: a conflict can only end the transaction
+ * (RegistryInsertFinished), so the speculative insertion that ON CONFLICT
+ * pays for on every call (a pre-check of the index, a speculative lock, a
+ * confirmation record) would buy nothing.  The unique check still waits for
+ * a concurrent uncommitted record of the key.  $4 status, $5 attempt,
+ * $6 fingerprint, $7 response, $8 status_code, $9 body, $10 created_at,
+ * $11 now, $12 expires_at.
  */
 static SqlStatement insert_finished_stmt = {
 	.sql = "INSERT INTO idempotency.registry AS r"
 	" (owner, scope, key, status, attempt, fingerprint, response,"
 	"  status_code, body, created_at, updated_at, lease_until, expires_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12)"
-	" ON CONFLICT (owner, scope, key) DO NOTHING",
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12)",
 	.nargs = 12,
 	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TEXTOID, INT4OID, BYTEAOID,
 		JSONBOID, INT4OID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
@@ -406,13 +408,21 @@ static SqlStatement insert_finished_stmt = {
 
 /*
  * RegistryInsertFinished
- *		Write a deferred claim as a finished record; false if a record of the
- *		key exists (once any concurrent writer of it has committed).
+ *		Write a deferred claim as a finished record.
+ *
+ * If a record of the key exists (a duplicate request raced past this one's
+ * begin), the insert first waits for its transaction: if that rolls back,
+ * ours goes in; if it committed, the other request did the work, and this
+ * transaction, whose business write is a second one, must roll back.  The
+ * unique violation becomes a serialization failure, whose retry replays the
+ * other request's answer.  Nothing is caught and carried on from: the error
+ * only changes its SQLSTATE and words on its way out.
  */
-bool
+void
 RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 					   const RegistryAnswer *answer)
 {
+	MemoryContext oldcontext = CurrentMemoryContext;
 	Datum		values[12];
 	char		nulls[12];
 
@@ -432,5 +442,26 @@ RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 	values[10] = TimestampTzGetDatum(call->now);
 	values[11] = TimestampTzGetDatum(answer->expires_at != 0 ?
 									 answer->expires_at : claim->expires_at);
-	return SqlExecute(&insert_finished_stmt, values, nulls) == 1;
+
+	PG_TRY();
+	{
+		SqlExecute(&insert_finished_stmt, values, nulls);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
+						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
+				 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
+				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
+	}
+	PG_END_TRY();
 }

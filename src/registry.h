@@ -73,7 +73,7 @@ extern bool RegistryTakeover(SqlCall *call, const RegistryClaim *claim, int32 *a
 extern bool RegistryFinish(SqlCall *call, Datum scope, Datum key,
 						   const RegistryAnswer *answer, RegistryAttempt attempt);
 extern bool RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt);
-extern bool RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
+extern void RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 								   const RegistryAnswer *answer);
 
 #endif							/* IDEMPOTENCY_REGISTRY_H */

@@ -760,12 +760,10 @@ api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
  *		if there is one, or explain why there is none.  ttl, if not 0, is a
  *		new lifetime for the finished record, counted from now.
  *
- * A deferred claim's finish writes the whole record now.  If a record of the
- * key appeared since begin (a duplicate request that raced past it), the
- * insert waits for its transaction: if that rolls back, ours goes in; if it
- * commits, the other request did the work, and this transaction must roll
- * back its own: a serialization failure, whose retry replays the other's
- * answer.  A deferred claim's abandon only forgets it: nothing was written.
+ * A deferred claim's finish writes the whole record now; a duplicate request
+ * that raced past its begin and committed first makes it a serialization
+ * failure (RegistryInsertFinished).  A deferred claim's abandon only forgets
+ * it: nothing was written.
  */
 static void
 api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
@@ -783,13 +781,8 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 	if (deferred != NULL)
 	{
 		api_deferred_attempt(deferred, attempt);
-		if (answer != NULL && !RegistryInsertFinished(&call, deferred, answer))
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
-							text_to_cstring(deferred->key), text_to_cstring(deferred->scope)),
-					 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
-					 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
+		if (answer != NULL)
+			RegistryInsertFinished(&call, deferred, answer);
 		DeferredClaimForget(deferred);
 		ended = true;
 	}
