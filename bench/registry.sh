@@ -16,7 +16,7 @@
 #             extension's registry table (its row, its primary key)
 #     reg_defer  the deferred design's statements, by hand, on it
 #   replay path (a key already completed: return the stored answer)
-#     hand, feq, feq_tuned, feq_fn, ext, defer
+#     hand, feq, feq_tuned, feq_fn, ext, defer, reg_defer (one read)
 # feq_tuned and feq_fn show how much the feature-equivalent baseline moves
 # with its table design and its shape; reg_min and reg_defer split the
 # extension's distance from the minimal handler into what its table costs
@@ -80,7 +80,7 @@ psql_cluster -c "CREATE EXTENSION pg_walinspect" >/dev/null
 dir="$cluster/bench"
 mkdir "$dir"
 execute="bare floor hand feq feq_tuned feq_fn ext defer reg_min reg_defer"
-replay="hand feq feq_tuned feq_fn ext defer"
+replay="hand feq feq_tuned feq_fn ext defer reg_defer"
 variants=""
 for f in $execute; do
 	printf '\\set id random(1, 1000000000000000)\nSELECT bench_%s(:client_id || %s || :id, 1);\n' \
@@ -90,6 +90,7 @@ done
 for f in $replay; do
 	prefix=r
 	[ "$f" = defer ] && prefix=d
+	[ "$f" = reg_defer ] && prefix=g
 	printf '\\set id random(1, 100000)\nSELECT bench_%s(%s || :id, 1);\n' "$f" "'$prefix'" >"$dir/replay_$f.sql"
 	variants="$variants replay_$f"
 done
@@ -206,6 +207,8 @@ target "registry table, minimal statements / minimal" execute_reg_min execute_ha
 target "registry table, deferred statements / minimal" execute_reg_defer execute_hand
 target "default execute / its statements by hand" execute_ext execute_reg_min
 target "defer_claim execute / its statements by hand" execute_defer execute_reg_defer
+target "registry table, one read / minimal replay" replay_reg_defer replay_hand
+target "read-first replay / its statement by hand" replay_defer replay_reg_defer
 for f in floor hand feq feq_tuned feq_fn ext defer reg_min reg_defer; do
 	target "execute $f / bare" "execute_$f" execute_bare
 done

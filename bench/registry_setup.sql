@@ -482,12 +482,13 @@ END $$;
 -- completed keys for the replay path, made by each handler itself (with the
 -- amount the replay script sends, so that the fingerprints match): r1 ..
 -- r100000 for all but bench_defer, d1 .. d100000 for bench_defer (which
--- shares the registry with bench_ext)
+-- shares the registry with bench_ext), g1 .. g100000 for bench_reg_defer
 SELECT count(bench_hand('r' || i, 1)) FROM generate_series(1, 100000) AS i;
 SELECT count(bench_feq('r' || i, 1)) FROM generate_series(1, 100000) AS i;
 SELECT count(bench_feq_tuned('r' || i, 1)) FROM generate_series(1, 100000) AS i;
 SELECT count(bench_feq_fn('r' || i, 1)) FROM generate_series(1, 100000) AS i;
 SELECT count(bench_ext('r' || i, 1)) FROM generate_series(1, 100000) AS i;
 SELECT count(bench_defer('d' || i, 1)) FROM generate_series(1, 100000) AS i;
+SELECT count(bench_reg_defer('g' || i, 1)) FROM generate_series(1, 100000) AS i;
 VACUUM ANALYZE;
 CHECKPOINT;

@@ -227,6 +227,9 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('drop_state_machine: no such machine', NULL, $$SELECT idempotency.drop_state_machine('ec_no_such_machine')$$, '42704'),
 ('drop_state_machine: in use', NULL, $$SELECT idempotency.drop_state_machine('ec_order')$$, '2BP01'),
 ('drop_state_machine: held, lock_timeout', :'lock_timeout', $$SELECT idempotency.drop_state_machine('ec_held')$$, '55P03'),
+-- the administrator's role tools (a token row is held)
+('forget_role: held, lock_timeout', :'lock_timeout', $$SELECT idempotency.forget_role(current_user)$$, '55P03'),
+('rename_owner: held, lock_timeout', :'lock_timeout', $$SELECT idempotency.rename_owner(current_user, 'regress_ec_nobody')$$, '55P03'),
 ('transition_allowed: no such machine', NULL, $$SELECT idempotency.transition_allowed('ec_no_such_machine', 'a', 'b')$$, '42704'),
 ('state_machine_transitions: no such machine', NULL, $$SELECT * FROM idempotency.state_machine_transitions('ec_no_such_machine')$$, '42704'),
 -- the check_transition trigger
@@ -375,6 +378,8 @@ SELECT idempotency.inbox_receive('ec', 'held');
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['ec-new-1', 'held', 'ec-new-2']);
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['seen', 'held']);
 SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held';
+SELECT idempotency.forget_role(current_user);
+SELECT idempotency.rename_owner(current_user, 'regress_ec_nobody');
 CREATE FUNCTION ec_caller() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM idempotency.inbox_receive('ec', 'held');

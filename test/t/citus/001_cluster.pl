@@ -5,9 +5,10 @@
 # by hand and in the background, on every shard and once per cluster;
 # state machine definitions reaching every node's cache and the same
 # session's; history naming the distributed table on whichever node holds
-# the shard; a concurrent duplicate through two coordinator sessions; and a
-# worker killed in the middle of begin + business write + finish, before and
-# after the coordinator's commit (two-phase commit recovery).
+# the shard; a concurrent duplicate through two coordinator sessions, claimed
+# and deferred; and a worker killed in the middle of begin + business write
+# + finish, before and after the coordinator's commit (two-phase commit
+# recovery).
 #
 # Runs only where Citus is installed in the PostgreSQL being tested;
 # test/run_all.sh runs it as its own suite and says so when it is skipped.
@@ -462,6 +463,48 @@ is($coord->safe_psql('postgres', q{SELECT count(*) FROM public.charges WHERE ord
 	'1', 'one charge');
 $first->quit;
 $second->quit;
+
+# --- defer_claim: a duplicate that raced past begin fails at its finish -------
+#
+# Both begins read and find nothing; the first finishes and commits; the
+# second's finish meets the first one's record on the key's worker (a unique
+# violation there) and fails with the serialization failure, its business
+# write rolled back with it; a retry replays the first one's answer.
+
+$first = $coord->background_psql('postgres', on_error_stop => 0);
+$second = $coord->background_psql('postgres', on_error_stop => 0);
+for my $s ($first, $second)
+{
+	is( $s->query_safe(q{
+		\\set VERBOSITY verbose
+		SET ROLE app_before;
+		BEGIN;
+		SELECT outcome FROM idempotency.idempotent_begin('deferred-dup', 'payments', defer_claim => true);
+	}), 'execute', 'a deferred begin of a key nobody holds executes');
+}
+$first->query_safe(q{
+	INSERT INTO public.ledger VALUES ('deferred-dup', 1);
+	SELECT idempotency.idempotent_finish('deferred-dup', '{"by": "first"}', 'payments');
+	COMMIT;
+});
+my ($dres, $dfailed) = $second->query(q{
+	INSERT INTO public.ledger VALUES ('deferred-dup', 2);
+	SELECT idempotency.idempotent_finish('deferred-dup', '{"by": "second"}', 'payments');
+});
+ok($dfailed, 'the duplicate fails at its finish');
+like($second->{stderr},
+	qr/ERROR:  40001: could not finish idempotency key "deferred-dup" in scope "payments": a concurrent request with the same key finished first/,
+	'with a serialization failure that says why');
+$second->{stderr} = '';
+$second->query(q{ROLLBACK});
+is( $second->query_safe(q{
+	SELECT outcome || ' ' || (response ->> 'by')
+	  FROM idempotency.idempotent_begin('deferred-dup', 'payments', defer_claim => true);
+}), 'replay first', 'its retry replays the first one\'s answer');
+$first->quit;
+$second->quit;
+is($coord->safe_psql('postgres', q{SELECT string_agg(amount::text, ',') FROM public.ledger WHERE key = 'deferred-dup'}),
+	'1', 'one business write: the duplicate\'s went with its rollback');
 
 # --- a worker killed mid-way ----------------------------------------------------
 
