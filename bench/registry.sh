@@ -54,7 +54,7 @@
 #
 # LOCALE is the database's locale (C.UTF-8 by default, as on a Debian
 # server; C makes text comparison bytewise for the hand-written tables too).
-# Defaults: 4 s per run, 2 clients, 3 rounds: about eight minutes in all.
+# Defaults: 4 s per run, 2 clients, 3 rounds: about ten minutes in all.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
