@@ -380,6 +380,7 @@ SELECT idempotency.inbox_receive_batch('ec', ARRAY['seen', 'held']);
 SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held';
 SELECT idempotency.forget_role(current_user);
 SELECT idempotency.rename_owner(current_user, 'regress_ec_nobody');
+SELECT idempotency.drop_state_machine('ec_held');
 CREATE FUNCTION ec_caller() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM idempotency.inbox_receive('ec', 'held');

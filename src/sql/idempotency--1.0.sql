@@ -840,6 +840,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	user_trigger record;
+	e_state text;
+	e_message text;
+	e_detail text;
+	e_hint text;
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
 					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
@@ -863,7 +867,27 @@ BEGIN
 			USING ERRCODE = 'dependent_objects_still_exist',
 				  HINT = 'Drop the trigger first.';
 	END IF;
-	DELETE FROM idempotency.state_machines AS m WHERE m.name = drop_state_machine.name;
+	/*
+	 * An error of the DELETE (a lock timeout while a concurrent definition
+	 * holds the row) is raised again as it is, but without the statement in
+	 * its context: callers never see the extension's internal SQL.  RAISE
+	 * would print an empty DETAIL or HINT, hence the four forms.
+	 */
+	BEGIN
+		DELETE FROM idempotency.state_machines AS m WHERE m.name = drop_state_machine.name;
+	EXCEPTION WHEN OTHERS OR query_canceled THEN
+		GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+			e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+		IF e_detail <> '' AND e_hint <> '' THEN
+			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+		ELSIF e_detail <> '' THEN
+			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+		ELSIF e_hint <> '' THEN
+			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+		ELSE
+			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+		END IF;
+	END;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'state machine "%" does not exist', name USING ERRCODE = 'undefined_object';
 	END IF;
