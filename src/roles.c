@@ -119,30 +119,14 @@ roles_name_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 
 /*
  * roles_execute
- *		Run one statement with the role name(s) as $1 (and $2).  An error
- *		from it (a lock timeout, a unique violation by a row written
- *		meanwhile) reaches the caller without the internal statement, as
- *		SqlExecute's do.
+ *		Run one statement with the role name(s) as $1 (and $2).
  */
 static uint64
 roles_execute(const char *sql, int nargs, Datum *values, int expected_rc)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	volatile int rc = 0;
 
-	PG_TRY();
-	{
-		rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
-	}
-	PG_CATCH();
-	{
-		SqlRethrowHidingQuery(oldcontext);
-	}
-	PG_END_TRY();
-	if (rc != expected_rc)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	return SPI_processed;
+	return SqlExecuteOnce(sql, nargs, argtypes, values, expected_rc);
 }
 
 /*

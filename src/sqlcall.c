@@ -290,6 +290,34 @@ SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls)
 }
 
 /*
+ * SqlExecuteOnce
+ *		Run a statement planned for this call only (administrative SQL built
+ *		at run time, or run too rarely to keep a plan), with SqlExecute's
+ *		error handling: an error reaches the caller without the statement.
+ *		SPI must be connected; returns the rows processed.
+ */
+uint64
+SqlExecuteOnce(const char *sql, int nargs, Oid *argtypes, Datum *values,
+			   int expected_rc)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	volatile int rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
+	}
+	PG_CATCH();
+	{
+		SqlRethrowHidingQuery(oldcontext);
+	}
+	PG_END_TRY();
+	if (rc != expected_rc)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
  * SqlResult
  *		Column col (1-based) of row row of what the last statement returned.
  */

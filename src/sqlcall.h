@@ -66,6 +66,8 @@ typedef struct SqlCall
 extern void SqlCallBegin(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
+extern uint64 SqlExecuteOnce(const char *sql, int nargs, Oid *argtypes, Datum *values,
+							 int expected_rc);
 extern Datum SqlResult(uint64 row, int col, bool *isnull);
 extern Datum SqlKeep(SqlCall *call, Datum value);
 extern bool SqlTry(void (*fn) (void *arg), void *arg, int sqlerrcode);

@@ -836,8 +836,6 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	MachineBuild build;
 	Datum		values[3];
 	Oid			argtypes[3] = {TEXTOID, JSONBOID, TEXTARRAYOID};
-	int			ret = 0;
-	MemoryContext oldcontext;
 
 	/* the schema named idempotency must be the extension's (extension.c) */
 	(void) IdempotencyCatalogGet();
@@ -861,24 +859,12 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	oldcontext = CurrentMemoryContext;
-	PG_TRY();
-	{
-		ret = SPI_execute_with_args("INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)"
-									" VALUES ($1, $2, $3, pg_catalog.now())"
-									" ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE"
-									" SET transitions = excluded.transitions, initial = excluded.initial,"
-									" updated_at = excluded.updated_at",
-									3, argtypes, values, NULL, false, 0);
-	}
-	PG_CATCH();
-	{
-		/* a lock timeout, say: without the internal statement in CONTEXT */
-		SqlRethrowHidingQuery(oldcontext);
-	}
-	PG_END_TRY();
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(ret));
+	SqlExecuteOnce("INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)"
+				   " VALUES ($1, $2, $3, pg_catalog.now())"
+				   " ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE"
+				   " SET transitions = excluded.transitions, initial = excluded.initial,"
+				   " updated_at = excluded.updated_at",
+				   3, argtypes, values, SPI_OK_INSERT);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
