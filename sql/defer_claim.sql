@@ -122,6 +122,134 @@ SELECT outcome, response FROM idempotency.idempotent_begin('d8');
 -- NULL defer_claim
 SELECT idempotency.idempotent_begin('d9', defer_claim => NULL);
 
+-- A finish or abandon undone by a subtransaction's rollback leaves the claim
+-- open again: the commit is refused (2D000) and nothing commits, not even
+-- the business write that stayed.  In every transaction context.
+\set VERBOSITY sqlstate
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
+INSERT INTO orders_paid VALUES ('s1', 1);
+SAVEPOINT a;
+SELECT idempotency.idempotent_finish('s1', '{"ok": true}');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 's1';
+-- the same for an abandon
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
+INSERT INTO orders_paid VALUES ('s1', 1);
+SAVEPOINT a;
+SELECT idempotency.idempotent_abandon('s1');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
+-- a finish in a PL/pgSQL EXCEPTION block whose error undoes it
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
+INSERT INTO orders_paid VALUES ('s1', 1);
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_finish('s1', '{"ok": true}');
+	PERFORM 1 / 0;
+EXCEPTION WHEN division_by_zero THEN
+	RAISE NOTICE 'caught %', SQLSTATE;
+END $$;
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
+-- the same in autocommit, one DO block: begin, write, a finish undone
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_begin('s1', defer_claim => true);
+	INSERT INTO orders_paid VALUES ('s1', 1);
+	BEGIN
+		PERFORM idempotency.idempotent_abandon('s1');
+		PERFORM 1 / 0;
+	EXCEPTION WHEN division_by_zero THEN
+		RAISE NOTICE 'caught %', SQLSTATE;
+	END;
+END $$;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 's1';
+\set VERBOSITY default
+-- the reopened claim is the one a second begin sees, and a second finish
+-- writes it
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
+INSERT INTO orders_paid VALUES ('s2', 2);
+SAVEPOINT a;
+SELECT idempotency.idempotent_finish('s2', '"first"');
+SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
+ROLLBACK TO SAVEPOINT a;
+SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
+SELECT idempotency.idempotent_finish('s2', '"second"');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('s2');
+-- a finish in a savepoint that is released, or a PL/pgSQL block that ends
+-- without error, counts
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s3', defer_claim => true);
+SAVEPOINT a;
+SAVEPOINT b;
+SELECT idempotency.idempotent_finish('s3', '"released"');
+RELEASE SAVEPOINT b;
+RELEASE SAVEPOINT a;
+COMMIT;
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_begin('s4', defer_claim => true);
+	BEGIN
+		PERFORM idempotency.idempotent_finish('s4', '"in a block"');
+	EXCEPTION WHEN OTHERS THEN
+		RAISE NOTICE 'not reached';
+	END;
+END $$;
+SELECT key, response FROM idempotency.my_records WHERE key IN ('s3', 's4') ORDER BY key;
+-- finished two levels down, that level released, the one above rolled back:
+-- open again
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('s5', defer_claim => true);
+SAVEPOINT a;
+SAVEPOINT b;
+SELECT idempotency.idempotent_finish('s5', '"deep"');
+RELEASE SAVEPOINT b;
+ROLLBACK TO SAVEPOINT a;
+SELECT outcome FROM idempotency.idempotent_begin('s5', defer_claim => true);
+SELECT idempotency.idempotent_finish('s5', '"again"');
+COMMIT;
+SELECT outcome, response FROM idempotency.idempotent_begin('s5');
+-- claimed and finished in one savepoint that rolls back: claim, record and
+-- business write all go, and the transaction commits what it kept
+BEGIN;
+INSERT INTO orders_paid VALUES ('s6-kept', 6);
+SAVEPOINT a;
+SELECT outcome FROM idempotency.idempotent_begin('s6', defer_claim => true);
+INSERT INTO orders_paid VALUES ('s6', 6);
+SELECT idempotency.idempotent_finish('s6', '"gone"');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT key FROM orders_paid WHERE key LIKE 's6%' ORDER BY key;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 's6';
+
+-- A finished deferred claim keeps no memory until the transaction ends:
+-- 20000 of them in one transaction grow the transaction's memory by far
+-- less than they would at even 50 bytes each.
+CREATE FUNCTION pg_temp.top_transaction_bytes() RETURNS bigint LANGUAGE sql AS
+$$ SELECT total_bytes FROM pg_backend_memory_contexts WHERE name = 'TopTransactionContext' $$;
+BEGIN;
+SELECT pg_temp.top_transaction_bytes() AS before \gset
+DO $$
+DECLARE
+	s text;
+BEGIN
+	FOR i IN 1..20000 LOOP
+		PERFORM idempotency.idempotent_begin('m' || i, 'memory', defer_claim => true);
+		s := idempotency.idempotent_finish('m' || i, NULL, 'memory');
+	END LOOP;
+END $$;
+SELECT pg_temp.top_transaction_bytes() - :before < 20000 * 50 AS bounded;
+COMMIT;
+
 DROP TABLE orders_paid;
 TRUNCATE idempotency.registry;
 RESET search_path;

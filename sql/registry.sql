@@ -222,6 +222,48 @@ SELECT a.n_tup_upd - b.n_tup_upd AS updates, a.n_tup_hot_upd - b.n_tup_hot_upd A
 COMMIT;
 DROP TABLE hot_before;
 
+-- Every statement that starts a new claim on an old record leaves nothing of
+-- the old answer: every column a claim does not write itself is NULL on the
+-- new claim's row, whatever columns the registry has.
+CREATE FUNCTION pg_temp.left_over(k text) RETURNS text[] LANGUAGE sql AS $$
+	SELECT coalesce(array_agg(c.key ORDER BY c.key), '{}')
+	  FROM idempotency.registry AS r, jsonb_each(to_jsonb(r)) AS c
+	 WHERE r.key = k AND c.value <> 'null'::jsonb
+	   AND c.key NOT IN ('owner', 'scope', 'key', 'status', 'attempt', 'fingerprint',
+						 'created_at', 'updated_at', 'lease_until', 'expires_at')
+$$;
+-- an expired record claimed again
+SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', '{"a": 1}');
+SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old');
+SELECT pg_temp.left_over('k-reset') AS finished_has;
+UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-reset';
+SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', ttl => '1 hour');
+SELECT pg_temp.left_over('k-reset') AS reclaimed_has, fingerprint IS NULL AS no_fingerprint
+  FROM idempotency.registry WHERE key = 'k-reset';
+-- what a duplicate, lookup() and my_records show of the new claim: no answer
+SELECT outcome, status, response, status_code, body
+  FROM idempotency.idempotent_begin('k-reset', 'http', wait => false);
+SELECT found, status, response, status_code, body FROM idempotency.lookup('k-reset', 'http');
+SELECT status, response, status_code, body FROM idempotency.my_records WHERE key = 'k-reset';
+-- abandoned, then claimed again; abandoning writes no answer either
+SELECT idempotency.idempotent_abandon('k-reset', 'http');
+SELECT pg_temp.left_over('k-reset') AS abandoned_has;
+SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');
+SELECT pg_temp.left_over('k-reset') AS reclaimed_has;
+-- a lapsed lease taken over
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-reset';
+SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');
+SELECT pg_temp.left_over('k-reset') AS taken_over_has;
+-- a deferred claim of an expired record (claimed the ordinary way)
+SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old');
+UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-reset';
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', defer_claim => true);
+SELECT pg_temp.left_over('k-reset') AS deferred_reclaim_has;
+SELECT idempotency.idempotent_finish('k-reset', NULL, 'http', status_code => 204);
+COMMIT;
+SELECT status, response, status_code, body FROM idempotency.lookup('k-reset', 'http');
+
 TRUNCATE idempotency.registry;
 DROP TABLE charges;
 DROP FUNCTION pay(idempotency.key, text, numeric);

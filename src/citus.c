@@ -646,21 +646,23 @@ citus_own_rows(FunctionCallInfo fcinfo, const char *sql,
 static void
 citus_emit_record(ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc)
 {
-	Datum		values[13];
-	bool		nulls[13];
-	text	   *status;
+	TupleDesc	out = rsinfo->setDesc;
+	RegistryOutput *map = RegistryOutputMap(out);
+	RegistryRow row;
+	Datum	   *values = palloc0(out->natts * sizeof(Datum));
+	bool	   *nulls = palloc(out->natts * sizeof(bool));
 
-	for (int i = 0; i < 8; i++)
-		values[i] = SPI_getbinval(tuple, desc, i + 1, &nulls[i]);
-	/* an abandoned claim counts as expired, as in my_records */
-	status = DatumGetTextPP(values[2]);
-	values[8] = BoolGetDatum(DatumGetTimestampTz(values[7]) <= GetCurrentTransactionStartTimestamp() ||
-							 (VARSIZE_ANY_EXHDR(status) == strlen("abandoned") &&
-							  memcmp(VARDATA_ANY(status), "abandoned", strlen("abandoned")) == 0));
-	nulls[8] = false;
-	for (int i = 9; i < 13; i++)
-		values[i] = SPI_getbinval(tuple, desc, i, &nulls[i]);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	memset(nulls, true, out->natts * sizeof(bool));
+	RegistryRowFromTuple(&row, tuple, desc);
+	RegistryOutputFill(map, &row, values, nulls);
+	for (int i = 0; i < out->natts; i++)
+	{
+		if (strcmp(NameStr(TupleDescAttr(out, i)->attname), "expired") != 0)
+			continue;
+		values[i] = BoolGetDatum(!RegistryRowLive(&row, GetCurrentTransactionStartTimestamp()));
+		nulls[i] = false;
+	}
+	tuplestore_putvalues(rsinfo->setResult, out, values, nulls);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_citus_my_records);
@@ -673,12 +675,7 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_records);
 Datum
 idempotency_citus_my_records(PG_FUNCTION_ARGS)
 {
-	citus_own_rows(fcinfo,
-				   "SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,"
-				   " r.lease_until, r.expires_at, r.response, r.status_code, r.body,"
-				   " r.fingerprint"
-				   " FROM idempotency.registry AS r WHERE r.owner OPERATOR(pg_catalog.=) $1",
-				   citus_emit_record);
+	citus_own_rows(fcinfo, RegistrySelectOwnSql(), citus_emit_record);
 	return (Datum) 0;
 }
 

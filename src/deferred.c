@@ -15,7 +15,14 @@
  *
  * Subtransactions: a claim taken in a subtransaction that rolls back is
  * forgotten with it (its business write is gone too); one taken in a
- * subtransaction that commits passes to the parent.
+ * subtransaction that commits passes to the parent.  Ending a claim (its
+ * finish or abandon) follows subtransactions the same way: a claim ended in
+ * a subtransaction that rolls back is open again, because the finish's
+ * record went with the rollback while the business write of the claim's own
+ * level stays; so the claim is kept, marked ended, until the subtransaction
+ * that ended it has committed into the one that took it.  Only then, or at
+ * once when both are the same, is its memory given back: a transaction that
+ * finishes a million deferred claims holds none of them.
  *
  * Concurrency: none; the list is per backend and per transaction.
  *
@@ -31,12 +38,13 @@
 #include "access/xact.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/memutils.h"
 
 #include "deferred.h"
 #include "idempotency.h"
 
-/* The open deferred claims of the current transaction, in TopTransactionContext. */
+/* The current transaction's deferred claims, in TopTransactionContext. */
 static List *deferred_claims = NIL;
 static bool deferred_callbacks_registered = false;
 
@@ -45,36 +53,55 @@ static bool deferred_callbacks_registered = false;
  *		Bytewise equality of two text datums.
  */
 static bool
-deferred_text_equal(text *a, Datum b)
+deferred_text_equal(Datum a, Datum b)
 {
+	text	   *s = DatumGetTextPP(a);
 	text	   *t = DatumGetTextPP(b);
 
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(t) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(t), VARSIZE_ANY_EXHDR(a)) == 0;
+	return VARSIZE_ANY_EXHDR(s) == VARSIZE_ANY_EXHDR(t) &&
+		memcmp(VARDATA_ANY(s), VARDATA_ANY(t), VARSIZE_ANY_EXHDR(s)) == 0;
+}
+
+/*
+ * deferred_free
+ *		Give back a claim's memory: its image's values and itself.
+ */
+static void
+deferred_free(DeferredClaim *claim)
+{
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		if (!claim->row.nulls[i] && RegistryColumnVarlena(i))
+			pfree(DatumGetPointer(claim->row.values[i]));
+	pfree(claim);
 }
 
 /*
  * deferred_xact_callback
  *		Refuse to commit (or prepare) a transaction with an open deferred
- *		claim; forget the list when the transaction ends either way.
+ *		claim; forget the list when the transaction ends either way (its
+ *		memory goes with TopTransactionContext).
  */
 static void
 deferred_xact_callback(XactEvent event, void *arg)
 {
+	ListCell   *lc;
+
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			if (deferred_claims != NIL)
+			foreach(lc, deferred_claims)
 			{
-				DeferredClaim *claim = linitial(deferred_claims);
+				DeferredClaim *claim = lfirst(lc);
 
+				if (claim->ended_level != 0)
+					continue;
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 						 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed with defer_claim but not finished",
-								text_to_cstring(claim->key),
-								text_to_cstring(claim->scope)),
+								TextDatumGetCString(claim->row.values[RC_key]),
+								TextDatumGetCString(claim->row.values[RC_scope])),
 						 errdetail("A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed."),
 						 errhint("Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.")));
 			}
@@ -87,8 +114,8 @@ deferred_xact_callback(XactEvent event, void *arg)
 
 /*
  * deferred_subxact_callback
- *		A subtransaction's claims go with its abort and pass to its parent
- *		with its commit.
+ *		A subtransaction's claims go with its abort, and the claims it ended
+ *		are open again; with its commit both pass to its parent.
  */
 static void
 deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -106,7 +133,12 @@ deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			DeferredClaim *claim = lfirst(lc);
 
 			if (claim->nest_level >= level)
+			{
 				deferred_claims = foreach_delete_current(deferred_claims, lc);
+				deferred_free(claim);
+			}
+			else if (claim->ended_level >= level)
+				claim->ended_level = 0;
 		}
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
@@ -117,6 +149,13 @@ deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 			if (claim->nest_level >= level)
 				claim->nest_level = level - 1;
+			if (claim->ended_level >= level)
+				claim->ended_level = level - 1;
+			if (claim->ended_level == claim->nest_level)
+			{
+				deferred_claims = foreach_delete_current(deferred_claims, lc);
+				deferred_free(claim);
+			}
 		}
 	}
 }
@@ -135,9 +174,10 @@ DeferredClaimFind(Datum owner, Datum scope, Datum key)
 	{
 		DeferredClaim *claim = lfirst(lc);
 
-		if (deferred_text_equal(claim->key, key) &&
-			deferred_text_equal(claim->scope, scope) &&
-			deferred_text_equal(claim->owner, owner))
+		if (claim->ended_level == 0 &&
+			deferred_text_equal(claim->row.values[RC_key], key) &&
+			deferred_text_equal(claim->row.values[RC_scope], scope) &&
+			deferred_text_equal(claim->row.values[RC_owner], owner))
 			return claim;
 	}
 	return NULL;
@@ -145,10 +185,11 @@ DeferredClaimFind(Datum owner, Datum scope, Datum key)
 
 /*
  * DeferredClaimAdd
- *		Remember a deferred claim until the transaction's finish writes it.
+ *		Remember a deferred claim, a copy of its image, until the
+ *		transaction's finish writes it.
  */
 DeferredClaim *
-DeferredClaimAdd(Datum owner, Datum scope, Datum key, Datum fingerprint)
+DeferredClaimAdd(const RegistryRow *row)
 {
 	MemoryContext oldcontext;
 	DeferredClaim *claim;
@@ -162,10 +203,10 @@ DeferredClaimAdd(Datum owner, Datum scope, Datum key, Datum fingerprint)
 
 	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 	claim = palloc0(sizeof(DeferredClaim));
-	claim->owner = DatumGetTextPCopy(owner);
-	claim->scope = DatumGetTextPCopy(scope);
-	claim->key = DatumGetTextPCopy(key);
-	claim->fingerprint = fingerprint == (Datum) 0 ? NULL : DatumGetByteaPCopy(fingerprint);
+	claim->row = *row;
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		if (!row->nulls[i] && RegistryColumnVarlena(i))
+			claim->row.values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(row->values[i]));
 	claim->nest_level = GetCurrentTransactionNestLevel();
 	deferred_claims = lappend(deferred_claims, claim);
 	MemoryContextSwitchTo(oldcontext);
@@ -173,11 +214,22 @@ DeferredClaimAdd(Datum owner, Datum scope, Datum key, Datum fingerprint)
 }
 
 /*
- * DeferredClaimForget
+ * DeferredClaimEnd
  *		The claim was written (or abandoned): it no longer holds the commit.
+ *		Ended in the subtransaction that took it, it is gone (a rollback
+ *		there undoes the claim too); ended deeper, it stays, marked, until
+ *		that subtransaction's fate is known.
  */
 void
-DeferredClaimForget(DeferredClaim *claim)
+DeferredClaimEnd(DeferredClaim *claim)
 {
-	deferred_claims = list_delete_ptr(deferred_claims, claim);
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (level <= claim->nest_level)
+	{
+		deferred_claims = list_delete_ptr(deferred_claims, claim);
+		deferred_free(claim);
+	}
+	else
+		claim->ended_level = level;
 }

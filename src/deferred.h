@@ -13,24 +13,21 @@
 #ifndef IDEMPOTENCY_DEFERRED_H
 #define IDEMPOTENCY_DEFERRED_H
 
-#include "utils/timestamp.h"
+#include "registry.h"
 
+/*
+ * A deferred claim: the image of the record its finish will write, and the
+ * subtransactions that took it and ended it.
+ */
 typedef struct DeferredClaim
 {
-	text	   *owner;
-	text	   *scope;
-	text	   *key;
-	bytea	   *fingerprint;	/* NULL when there is no request */
-	int32		attempt;
-	TimestampTz created_at;
-	TimestampTz lease_until;
-	TimestampTz expires_at;
+	RegistryRow row;
 	int			nest_level;		/* the subtransaction that took it */
+	int			ended_level;	/* the one that ended it; 0 while open */
 } DeferredClaim;
 
 extern DeferredClaim *DeferredClaimFind(Datum owner, Datum scope, Datum key);
-extern DeferredClaim *DeferredClaimAdd(Datum owner, Datum scope, Datum key,
-									   Datum fingerprint);
-extern void DeferredClaimForget(DeferredClaim *claim);
+extern DeferredClaim *DeferredClaimAdd(const RegistryRow *claim);
+extern void DeferredClaimEnd(DeferredClaim *claim);
 
 #endif							/* IDEMPOTENCY_DEFERRED_H */

@@ -1,13 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * registry.c
- *	  The statements on idempotency.registry, each with the one function that
- *	  fills its parameters and reads its result.
+ *	  The registry's row and the statements on idempotency.registry, each
+ *	  with the one function that fills its parameters and reads its result.
+ *
+ * A record is handled as a row image (RegistryRow): a value or NULL for each
+ * column of REGISTRY_COLUMNS (registry.h).  Every statement takes the same
+ * parameters: $1 to $13 the columns of an image, in the table's order, then
+ * the call's clock reading and the attempt a finish or abandon names.  The
+ * statements that write or read a whole record are built from the column
+ * list when first used, so none of them can leave a column out.
  *
  * Every statement is single-table and addressed by the primary key (owner,
- * scope, key): $1 owner, $2 scope, $3 key, always.  They run in the caller's
- * SQL frame (sqlcall.c), as the table's owner, filtered on the caller's role
- * name.
+ * scope, key), the first three columns (Citus rule 3).  They run in the
+ * caller's SQL frame (sqlcall.c), as the table's owner, filtered on the
+ * caller's role name.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -18,9 +25,10 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
+#include "access/htup_details.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
-#include "utils/jsonb.h"
+#include "utils/memutils.h"
 
 #include "registry.h"
 
@@ -47,101 +55,481 @@ RegistryFence(void)
 	return (int32) (GetCurrentTimestamp() / USECS_PER_SEC);
 }
 
-/*
- * Relies on INSERT ... ON CONFLICT to wait for a concurrent claim that is
- * not yet committed: that wait is what lets a duplicate request replay the
- * first one's answer instead of failing.
- *
- * $4 fingerprint, $5 now, $6 lease_until, $7 expires_at, $8 fence.
- */
-static SqlStatement claim_stmt = {
-	.sql = "INSERT INTO idempotency.registry AS r"
-	" (owner, scope, key, status, attempt, fingerprint, response,"
-	"  created_at, updated_at, lease_until, expires_at)"
-	" VALUES ($1, $2, $3, 'processing', $8, $4, NULL, $5, $5, $6, $7)"
-	" ON CONFLICT (owner, scope, key) DO NOTHING",
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, BYTEAOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID},
-	.expected_rc = SPI_OK_INSERT,
+
+/* The parameters after an image's columns. */
+#define PARAM_NOW		(REGISTRY_NCOLUMNS + 1)
+#define PARAM_ATTEMPT	(REGISTRY_NCOLUMNS + 2)
+#define REGISTRY_NARGS	(REGISTRY_NCOLUMNS + 2)
+
+typedef struct RegistryColumnDef
+{
+	const char *name;
+	Oid			type;
+	bool		ends;			/* written when a claim ends */
+} RegistryColumnDef;
+
+#define REGISTRY_COLUMN_DEF(name, type, ends) {#name, type, ends},
+static const RegistryColumnDef registry_columns[REGISTRY_NCOLUMNS] = {
+	REGISTRY_COLUMNS(REGISTRY_COLUMN_DEF)
 };
 
+static const char *const registry_status_names[] = {
+	[RS_PROCESSING] = "processing",
+	[RS_COMPLETED] = "completed",
+	[RS_FAILED] = "failed",
+	[RS_ABANDONED] = "abandoned",
+};
+
+/* The statuses as text datums, made once per backend. */
+static Datum registry_status_datums[lengthof(registry_status_names)];
+
 /*
- * claim_params
- *		The parameters claim_stmt and reclaim_stmt share.
+ * "The record is live": it counts as present, neither expired nor
+ * abandoned.  RegistryRowLive is the same rule in C.
+ */
+#define REGISTRY_LIVE_SQL \
+	"(r.expires_at OPERATOR(pg_catalog.>) $14" \
+	" AND r.status OPERATOR(pg_catalog.<>) 'abandoned')"
+
+StaticAssertDecl(PARAM_NOW == 14, "REGISTRY_LIVE_SQL names the clock as $14");
+
+/*
+ * A claim of a key nobody has a record of.  ON CONFLICT waits for a
+ * concurrent claim that is not yet committed: that wait is what lets a
+ * duplicate request replay the first one's answer instead of failing.
+ */
+static SqlStatement claim_stmt = {.expected_rc = SPI_OK_INSERT};
+
+/*
+ * A claim taken with defer_claim, written once, complete, by its finish.  A
+ * plain INSERT, not ON CONFLICT: a conflict can only end the transaction
+ * (RegistryInsertFinished), so the speculative insertion that ON CONFLICT
+ * pays for on every call (a pre-check of the index, a speculative lock, a
+ * confirmation record) would buy nothing.  The unique check still waits for
+ * a concurrent uncommitted record of the key.
+ */
+static SqlStatement insert_finished_stmt = {.expected_rc = SPI_OK_INSERT};
+
+/* The whole record of a key, whatever its state. */
+static SqlStatement lookup_stmt = {.expected_rc = SPI_OK_SELECT,.natts = REGISTRY_NCOLUMNS};
+
+/*
+ * Overwrites an expired or abandoned record with a fresh claim, re-checking
+ * that condition, so that of two sessions racing for the record exactly one
+ * updates it.  The attempt grows from the record's (RegistryFence).
+ */
+static SqlStatement reclaim_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts = 1};
+
+/*
+ * Takes over a live claim whose lease ran out, re-checking that condition
+ * like reclaim_stmt.  The record keeps everything else, its expiry too.
+ */
+static SqlStatement takeover_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts = 2};
+
+/*
+ * Ends a live claim (of the given attempt, if one is named): the columns
+ * that ending writes, from a finish's or an abandon's image.  A NULL
+ * expires_at keeps the claim's.
+ */
+static SqlStatement end_stmt = {.expected_rc = SPI_OK_UPDATE};
+
+/*
+ * registry_column_list
+ *		Append "r.a, r.b, ..." (qualified) or "a, b, ..." for every column.
  */
 static void
-claim_params(SqlCall *call, const RegistryClaim *claim, Datum *values, char *nulls)
+registry_column_list(StringInfo buf, bool qualified)
 {
-	memset(nulls, ' ', 8);
-	values[0] = call->owner;
-	values[1] = claim->scope;
-	values[2] = claim->key;
-	values[3] = claim->fingerprint;
-	nulls[3] = claim->fingerprint == (Datum) 0 ? 'n' : ' ';
-	values[4] = TimestampTzGetDatum(call->now);
-	values[5] = TimestampTzGetDatum(claim->lease_until);
-	values[6] = TimestampTzGetDatum(claim->expires_at);
-	values[7] = Int32GetDatum(claim->fence);
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		appendStringInfo(buf, "%s%s%s", i > 0 ? ", " : "",
+						 qualified ? "r." : "", registry_columns[i].name);
+}
+
+/*
+ * registry_identity_sql
+ *		Append the condition that addresses one record by its primary key.
+ */
+static void
+registry_identity_sql(StringInfo buf)
+{
+	appendStringInfoString(buf, " WHERE ");
+	for (int i = 0; i < REGISTRY_NIDENTITY; i++)
+		appendStringInfo(buf, "%sr.%s OPERATOR(pg_catalog.=) $%d",
+						 i > 0 ? " AND " : "", registry_columns[i].name, i + 1);
+}
+
+/*
+ * registry_insert_sql
+ *		INSERT of a whole image.
+ */
+static char *
+registry_insert_sql(bool on_conflict)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "INSERT INTO idempotency.registry AS r (");
+	registry_column_list(&buf, false);
+	appendStringInfoString(&buf, ") VALUES (");
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		appendStringInfo(&buf, "%s$%d", i > 0 ? ", " : "", i + 1);
+	appendStringInfoChar(&buf, ')');
+	if (on_conflict)
+		appendStringInfoString(&buf, " ON CONFLICT (owner, scope, key) DO NOTHING");
+	return buf.data;
+}
+
+/*
+ * registry_set_sql
+ *		"SET a = $n, ..." for the columns a claim writes (every one but the
+ *		identity) or, with ends, those ending a claim writes.
+ */
+static void
+registry_set_sql(StringInfo buf, bool ends)
+{
+	bool		first = true;
+
+	appendStringInfoString(buf, " SET ");
+	for (int i = REGISTRY_NIDENTITY; i < REGISTRY_NCOLUMNS; i++)
+	{
+		const char *name = registry_columns[i].name;
+
+		if (ends && !registry_columns[i].ends)
+			continue;
+		appendStringInfo(buf, "%s%s = ", first ? "" : ", ", name);
+		first = false;
+		if (i == RC_attempt)
+			appendStringInfo(buf, "GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $%d)", i + 1);
+		else if (i == RC_expires_at && ends)
+			appendStringInfo(buf, "COALESCE($%d, r.expires_at)", i + 1);
+		else
+			appendStringInfo(buf, "$%d", i + 1);
+	}
+}
+
+/*
+ * registry_statement
+ *		Give a statement its text and the image's parameter types.
+ */
+static void
+registry_statement(SqlStatement *stmt, char *sql)
+{
+	stmt->sql = sql;
+	stmt->nargs = REGISTRY_NARGS;
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		stmt->argtypes[i] = registry_columns[i].type;
+	stmt->argtypes[PARAM_NOW - 1] = TIMESTAMPTZOID;
+	stmt->argtypes[PARAM_ATTEMPT - 1] = INT4OID;
+}
+
+/*
+ * registry_build
+ *		Build the statements' texts and the status datums, once per backend.
+ */
+static void
+registry_build(void)
+{
+	static bool built = false;
+	MemoryContext oldcontext;
+	StringInfoData buf;
+
+	if (built)
+		return;
+	StaticAssertStmt(REGISTRY_NARGS <= SQL_MAX_ARGS, "too many registry parameters");
+	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+
+	for (size_t i = 0; i < lengthof(registry_status_names); i++)
+		registry_status_datums[i] = CStringGetTextDatum(registry_status_names[i]);
+
+	registry_statement(&claim_stmt, registry_insert_sql(true));
+	registry_statement(&insert_finished_stmt, registry_insert_sql(false));
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "SELECT ");
+	registry_column_list(&buf, true);
+	appendStringInfoString(&buf, " FROM idempotency.registry AS r");
+	registry_identity_sql(&buf);
+	registry_statement(&lookup_stmt, buf.data);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
+	registry_set_sql(&buf, false);
+	registry_identity_sql(&buf);
+	appendStringInfoString(&buf, " AND NOT " REGISTRY_LIVE_SQL " RETURNING r.attempt");
+	registry_statement(&reclaim_stmt, buf.data);
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "UPDATE idempotency.registry AS r"
+					 " SET attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $%d),"
+					 " updated_at = $%d, lease_until = $%d",
+					 RC_attempt + 1, RC_updated_at + 1, RC_lease_until + 1);
+	registry_identity_sql(&buf);
+	appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing'"
+					 " AND r.lease_until OPERATOR(pg_catalog.<=) $%d AND " REGISTRY_LIVE_SQL
+					 " RETURNING r.attempt, r.expires_at", PARAM_NOW);
+	registry_statement(&takeover_stmt, buf.data);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
+	registry_set_sql(&buf, true);
+	registry_identity_sql(&buf);
+	appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing' AND " REGISTRY_LIVE_SQL
+					 " AND ($%d IS NULL OR r.attempt OPERATOR(pg_catalog.=) $%d)",
+					 PARAM_ATTEMPT, PARAM_ATTEMPT);
+	registry_statement(&end_stmt, buf.data);
+
+	MemoryContextSwitchTo(oldcontext);
+	built = true;
+}
+
+/*
+ * registry_execute
+ *		Run one of the statements with an image's columns and the extra
+ *		parameters (attempt only where one is given).
+ */
+static uint64
+registry_execute(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+				 RegistryAttempt attempt)
+{
+	Datum		values[REGISTRY_NARGS];
+	char		nulls[REGISTRY_NARGS];
+
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+	{
+		values[i] = row->values[i];
+		nulls[i] = row->nulls[i] ? 'n' : ' ';
+	}
+	values[PARAM_NOW - 1] = TimestampTzGetDatum(call->now);
+	nulls[PARAM_NOW - 1] = ' ';
+	values[PARAM_ATTEMPT - 1] = Int32GetDatum(attempt.value);
+	nulls[PARAM_ATTEMPT - 1] = attempt.given ? ' ' : 'n';
+	return SqlExecute(stmt, values, nulls);
+}
+
+/*
+ * RegistryStatusName
+ *		A status as stored.
+ */
+const char *
+RegistryStatusName(RegistryStatus status)
+{
+	return registry_status_names[status];
+}
+
+/*
+ * RegistryColumnVarlena
+ *		Whether a column's values are passed by reference.
+ */
+bool
+RegistryColumnVarlena(RegistryColumn col)
+{
+	Oid			type = registry_columns[col].type;
+
+	return type == TEXTOID || type == BYTEAOID || type == JSONBOID || type == SQL_KEYTYPE;
+}
+
+/*
+ * RegistryRowSet
+ *		Set one column of an image; (Datum) 0 sets it to NULL.  No column has
+ *		0 as a valid value: an attempt is at least 1, a status code at least
+ *		100, and no timestamp is 2000-01-01 00:00 UTC.
+ */
+void
+RegistryRowSet(RegistryRow *row, RegistryColumn col, Datum value)
+{
+	row->values[col] = value;
+	row->nulls[col] = value == (Datum) 0;
+}
+
+/*
+ * RegistryRowGet
+ *		One column of an image, (Datum) 0 for NULL.
+ */
+Datum
+RegistryRowGet(const RegistryRow *row, RegistryColumn col)
+{
+	return row->nulls[col] ? (Datum) 0 : row->values[col];
+}
+
+/*
+ * registry_row_status
+ *		Set an image's status.
+ */
+static void
+registry_row_status(RegistryRow *row, RegistryStatus status)
+{
+	registry_build();
+	row->status = status;
+	RegistryRowSet(row, RC_status, registry_status_datums[status]);
+}
+
+/*
+ * registry_row_empty
+ *		An image of a record of (scope, key) with every other column NULL.
+ */
+static void
+registry_row_empty(RegistryRow *row, SqlCall *call, Datum scope, Datum key)
+{
+	memset(row->values, 0, sizeof(row->values));
+	memset(row->nulls, true, sizeof(row->nulls));
+	RegistryRowSet(row, RC_owner, call->owner);
+	RegistryRowSet(row, RC_scope, scope);
+	RegistryRowSet(row, RC_key, key);
+}
+
+/*
+ * RegistryRowClaim
+ *		The image of a fresh claim of (scope, key) by the caller: every
+ *		column not named here is NULL, so a claim that overwrites an old
+ *		record leaves nothing of its answer.  The attempt is the fence, read
+ *		from the clock now, just before the statement that may issue it.
+ */
+void
+RegistryRowClaim(RegistryRow *row, SqlCall *call, Datum scope, Datum key,
+				 Datum fingerprint, TimestampTz lease_until, TimestampTz expires_at)
+{
+	registry_row_empty(row, call, scope, key);
+	registry_row_status(row, RS_PROCESSING);
+	RegistryRowSet(row, RC_attempt, Int32GetDatum(RegistryFence()));
+	RegistryRowSet(row, RC_fingerprint, fingerprint);
+	RegistryRowSet(row, RC_created_at, TimestampTzGetDatum(call->now));
+	RegistryRowSet(row, RC_updated_at, TimestampTzGetDatum(call->now));
+	RegistryRowSet(row, RC_lease_until, TimestampTzGetDatum(lease_until));
+	RegistryRowSet(row, RC_expires_at, TimestampTzGetDatum(expires_at));
+}
+
+/*
+ * registry_row_end
+ *		Write into an image what ending its claim writes: the answer (none
+ *		for an abandon), and no lease.  An answer without a new expiry leaves
+ *		the image's expires_at as it is.
+ */
+static void
+registry_row_end(RegistryRow *row, SqlCall *call, const RegistryAnswer *answer)
+{
+	registry_row_status(row, answer == NULL ? RS_ABANDONED :
+						answer->failed ? RS_FAILED : RS_COMPLETED);
+	RegistryRowSet(row, RC_response, answer ? answer->response : (Datum) 0);
+	RegistryRowSet(row, RC_status_code, answer ? Int32GetDatum(answer->status_code) : (Datum) 0);
+	RegistryRowSet(row, RC_body, answer ? answer->body : (Datum) 0);
+	RegistryRowSet(row, RC_updated_at, TimestampTzGetDatum(call->now));
+	RegistryRowSet(row, RC_lease_until, (Datum) 0);
+	if (answer == NULL)
+		RegistryRowSet(row, RC_expires_at, TimestampTzGetDatum(call->now));
+	else if (answer->expires_at != 0)
+		RegistryRowSet(row, RC_expires_at, TimestampTzGetDatum(answer->expires_at));
+}
+
+/*
+ * RegistryRowKeep
+ *		Copy an image's values that an answer shows (detoasted) into the
+ *		caller's memory, for an answer that outlives the call.  The identity
+ *		and the fingerprint are only compared, never kept: they are cleared.
+ */
+void
+RegistryRowKeep(SqlCall *call, RegistryRow *row)
+{
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+	{
+		if (i < REGISTRY_NIDENTITY || i == RC_fingerprint)
+			RegistryRowSet(row, i, (Datum) 0);
+		else if (!row->nulls[i] && RegistryColumnVarlena(i))
+			row->values[i] = SqlKeep(call, row->values[i]);
+	}
+}
+
+/*
+ * RegistryRowLive
+ *		Whether a record counts as present: neither expired nor abandoned
+ *		(REGISTRY_LIVE_SQL in SQL).
+ */
+bool
+RegistryRowLive(const RegistryRow *row, TimestampTz now)
+{
+	return DatumGetTimestampTz(row->values[RC_expires_at]) > now &&
+		row->status != RS_ABANDONED;
+}
+
+/*
+ * RegistryOutputMap
+ *		For a function's result row, which of its columns are the registry's
+ *		of the same name (checked to be of the same type); the others are the
+ *		function's own.
+ */
+RegistryOutput *
+RegistryOutputMap(TupleDesc desc)
+{
+	RegistryOutput *out;
+
+	out = palloc(offsetof(RegistryOutput, source) + desc->natts * sizeof(int));
+	out->desc = desc;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		out->source[i] = -1;
+		for (int c = 0; c < REGISTRY_NCOLUMNS; c++)
+		{
+			if (strcmp(NameStr(attr->attname), registry_columns[c].name) != 0)
+				continue;
+			if (registry_columns[c].type != SQL_KEYTYPE &&
+				registry_columns[c].type != attr->atttypid)
+				elog(ERROR, "result column \"%s\" is of type %u, expected %u",
+					 NameStr(attr->attname), attr->atttypid, registry_columns[c].type);
+			out->source[i] = c;
+		}
+	}
+	return out;
+}
+
+/*
+ * RegistryOutputFill
+ *		Fill a result row's registry columns from an image.
+ */
+void
+RegistryOutputFill(const RegistryOutput *out, const RegistryRow *row,
+				   Datum *values, bool *nulls)
+{
+	for (int i = 0; i < out->desc->natts; i++)
+	{
+		int			c = out->source[i];
+
+		if (c < 0)
+			continue;
+		values[i] = row->values[c];
+		nulls[i] = row->nulls[c];
+	}
 }
 
 /*
  * RegistryInsertClaim
  *		Claim a key nobody has a record of; false if a record exists (once
- *		any concurrent claim of it has committed).  The attempt is the fence.
+ *		any concurrent claim of it has committed).
  */
 bool
-RegistryInsertClaim(SqlCall *call, const RegistryClaim *claim)
+RegistryInsertClaim(SqlCall *call, const RegistryRow *claim)
 {
-	Datum		values[8];
-	char		nulls[8];
+	RegistryAttempt none = {false, 0};
 
-	claim_params(call, claim, values, nulls);
-	return SqlExecute(&claim_stmt, values, nulls) == 1;
+	registry_build();
+	return registry_execute(&claim_stmt, call, claim, none) == 1;
 }
 
 /*
- * $1, $2, $3 only; the columns in the order of the LOOKUP_ numbers.
+ * registry_status_decode
+ *		A stored status as one of ours.
  */
-static SqlStatement lookup_stmt = {
-	.sql = "SELECT r.status, r.attempt, r.fingerprint, r.response,"
-	" r.lease_until, r.expires_at, r.status_code, r.body"
-	" FROM idempotency.registry AS r"
-	" WHERE r.owner OPERATOR(pg_catalog.=) $1"
-	" AND r.scope OPERATOR(pg_catalog.=) $2"
-	" AND r.key OPERATOR(pg_catalog.=) $3",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE},
-	.expected_rc = SPI_OK_SELECT,
-	.natts = 8,
-};
-
-#define LOOKUP_STATUS		1
-#define LOOKUP_ATTEMPT		2
-#define LOOKUP_FINGERPRINT	3
-#define LOOKUP_RESPONSE		4
-#define LOOKUP_LEASE_UNTIL	5
-#define LOOKUP_EXPIRES_AT	6
-#define LOOKUP_STATUS_CODE	7
-#define LOOKUP_BODY			8
-
-/*
- * lookup_status
- *		A record's status as one of our own constant strings, so that it
- *		outlives SPI's memory.
- */
-static const char *
-lookup_status(Datum value)
+static RegistryStatus
+registry_status_decode(Datum value)
 {
 	text	   *status = DatumGetTextPP(value);
-	static const char *const statuses[] = {"processing", "completed", "failed", "abandoned"};
 
-	for (size_t i = 0; i < lengthof(statuses); i++)
-		if (VARSIZE_ANY_EXHDR(status) == strlen(statuses[i]) &&
-			memcmp(VARDATA_ANY(status), statuses[i], strlen(statuses[i])) == 0)
-			return statuses[i];
+	for (size_t i = 0; i < lengthof(registry_status_names); i++)
+		if (VARSIZE_ANY_EXHDR(status) == strlen(registry_status_names[i]) &&
+			memcmp(VARDATA_ANY(status), registry_status_names[i], VARSIZE_ANY_EXHDR(status)) == 0)
+			return (RegistryStatus) i;
 	elog(ERROR, "unexpected idempotency record status \"%s\"", text_to_cstring(status));
-	return NULL;				/* keep compiler quiet */
+	return RS_PROCESSING;		/* keep compiler quiet */
 }
 
 /*
@@ -150,172 +538,88 @@ lookup_status(Datum value)
  *		if there is none.
  */
 bool
-RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRecord *rec)
+RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec)
 {
-	Datum		values[3] = {call->owner, scope, key};
-	bool		isnull;
-	Datum		d;
+	RegistryAttempt none = {false, 0};
 
-	if (SqlExecute(&lookup_stmt, values, NULL) == 0)
+	registry_build();
+	registry_row_empty(rec, call, scope, key);
+	if (registry_execute(&lookup_stmt, call, rec, none) == 0)
 		return false;
-
-	rec->status = lookup_status(SqlResult(0, LOOKUP_STATUS, &isnull));
-	rec->attempt = DatumGetInt32(SqlResult(0, LOOKUP_ATTEMPT, &isnull));
-	d = SqlResult(0, LOOKUP_FINGERPRINT, &isnull);
-	rec->fingerprint = isnull ? (Datum) 0 : d;
-	d = SqlResult(0, LOOKUP_RESPONSE, &isnull);
-	rec->response = isnull ? (Datum) 0 : d;
-	d = SqlResult(0, LOOKUP_LEASE_UNTIL, &isnull);
-	rec->lease_until = isnull ? 0 : DatumGetTimestampTz(d);
-	rec->expires_at = DatumGetTimestampTz(SqlResult(0, LOOKUP_EXPIRES_AT, &isnull));
-	d = SqlResult(0, LOOKUP_STATUS_CODE, &isnull);
-	rec->status_code = isnull ? 0 : DatumGetInt32(d);
-	d = SqlResult(0, LOOKUP_BODY, &isnull);
-	rec->body = isnull ? (Datum) 0 : d;
+	RegistryRowFromTuple(rec, SPI_tuptable->vals[0], SPI_tuptable->tupdesc);
 	return true;
 }
 
 /*
- * RegistryRecordKeep
- *		Copy the record's response and body (detoasted) into the caller's
- *		memory, for an answer that outlives the call.
+ * RegistryRowFromTuple
+ *		A record as a row of RegistrySelectOwn or of the lookup returned it:
+ *		every column, in the table's order.
  */
 void
-RegistryRecordKeep(SqlCall *call, RegistryRecord *rec)
+RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
 {
-	rec->response = SqlKeep(call, rec->response);
-	rec->body = SqlKeep(call, rec->body);
-	rec->fingerprint = (Datum) 0;	/* only compared, never kept */
+	if (desc->natts != REGISTRY_NCOLUMNS)
+		elog(ERROR, "registry row has %d columns, expected %d",
+			 desc->natts, REGISTRY_NCOLUMNS);
+	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+		row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+	row->status = registry_status_decode(row->values[RC_status]);
 }
 
 /*
- * RegistryRecordLive
- *		Whether a record counts as present: neither expired nor abandoned.
+ * RegistrySelectOwnSql
+ *		A query for all of a role's records, $1 the role's name.
  */
-bool
-RegistryRecordLive(SqlCall *call, const RegistryRecord *rec)
+char *
+RegistrySelectOwnSql(void)
 {
-	return rec->expires_at > call->now && strcmp(rec->status, "abandoned") != 0;
-}
+	StringInfoData buf;
 
-/*
- * Overwrites an expired or abandoned record with a fresh claim, re-checking
- * that condition, so that of two sessions racing for the record exactly one
- * updates it.  Parameters as claim_stmt's.
- */
-static SqlStatement reclaim_stmt = {
-	.sql = "UPDATE idempotency.registry AS r"
-	" SET status = 'processing',"
-	" attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $8),"
-	" fingerprint = $4, response = NULL, created_at = $5, updated_at = $5,"
-	" lease_until = $6, expires_at = $7"
-	" WHERE r.owner OPERATOR(pg_catalog.=) $1"
-	" AND r.scope OPERATOR(pg_catalog.=) $2"
-	" AND r.key OPERATOR(pg_catalog.=) $3"
-	" AND (r.expires_at OPERATOR(pg_catalog.<=) $5"
-	"      OR r.status OPERATOR(pg_catalog.=) 'abandoned')"
-	" RETURNING r.attempt",
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, BYTEAOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID},
-	.expected_rc = SPI_OK_UPDATE_RETURNING,
-	.natts = 1,
-};
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "SELECT ");
+	registry_column_list(&buf, true);
+	appendStringInfoString(&buf, " FROM idempotency.registry AS r"
+						   " WHERE r.owner OPERATOR(pg_catalog.=) $1");
+	return buf.data;
+}
 
 /*
  * RegistryReclaim
- *		Claim a key whose record is expired or abandoned; false if the record
- *		changed since it was read.  *attempt is the new claim's.
+ *		Claim a key whose record is expired or abandoned, overwriting every
+ *		column; false if the record changed since it was read.  The claim's
+ *		attempt becomes the one issued.
  */
 bool
-RegistryReclaim(SqlCall *call, const RegistryClaim *claim, int32 *attempt)
+RegistryReclaim(SqlCall *call, RegistryRow *claim)
 {
-	Datum		values[8];
-	char		nulls[8];
+	RegistryAttempt none = {false, 0};
 	bool		isnull;
 
-	claim_params(call, claim, values, nulls);
-	if (SqlExecute(&reclaim_stmt, values, nulls) == 0)
+	registry_build();
+	if (registry_execute(&reclaim_stmt, call, claim, none) == 0)
 		return false;
-	*attempt = DatumGetInt32(SqlResult(0, 1, &isnull));
+	RegistryRowSet(claim, RC_attempt, SqlResult(0, 1, &isnull));
 	return true;
 }
-
-/*
- * Takes over a claim whose lease ran out, re-checking that condition like
- * reclaim_stmt.  $4 now, $5 lease_until, $6 fence.
- */
-static SqlStatement takeover_stmt = {
-	.sql = "UPDATE idempotency.registry AS r"
-	" SET attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $6),"
-	" updated_at = $4, lease_until = $5"
-	" WHERE r.owner OPERATOR(pg_catalog.=) $1"
-	" AND r.scope OPERATOR(pg_catalog.=) $2"
-	" AND r.key OPERATOR(pg_catalog.=) $3"
-	" AND r.status OPERATOR(pg_catalog.=) 'processing'"
-	" AND r.lease_until OPERATOR(pg_catalog.<=) $4"
-	" AND r.expires_at OPERATOR(pg_catalog.>) $4"
-	" RETURNING r.attempt, r.expires_at",
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, INT4OID},
-	.expected_rc = SPI_OK_UPDATE_RETURNING,
-	.natts = 2,
-};
 
 /*
  * RegistryTakeover
  *		Take over a live claim whose lease ran out; false if the record
- *		changed since it was read.  The record keeps its expiry, which comes
- *		back in *expires_at with the new *attempt.
+ *		changed since it was read.  The claim's attempt and expiry become the
+ *		record's.
  */
 bool
-RegistryTakeover(SqlCall *call, const RegistryClaim *claim, int32 *attempt,
-				 TimestampTz *expires_at)
+RegistryTakeover(SqlCall *call, RegistryRow *claim)
 {
-	Datum		values[6] = {call->owner, claim->scope, claim->key,
-		TimestampTzGetDatum(call->now), TimestampTzGetDatum(claim->lease_until),
-	Int32GetDatum(claim->fence)};
+	RegistryAttempt none = {false, 0};
 	bool		isnull;
 
-	if (SqlExecute(&takeover_stmt, values, NULL) == 0)
+	registry_build();
+	if (registry_execute(&takeover_stmt, call, claim, none) == 0)
 		return false;
-	*attempt = DatumGetInt32(SqlResult(0, 1, &isnull));
-	*expires_at = DatumGetTimestampTz(SqlResult(0, 2, &isnull));
+	RegistryRowSet(claim, RC_attempt, SqlResult(0, 1, &isnull));
+	RegistryRowSet(claim, RC_expires_at, SqlResult(0, 2, &isnull));
 	return true;
-}
-
-/*
- * Stores the answer of a live claim, of the given attempt if $7 is not null.
- * $4 status, $5 response, $6 now, $7 attempt, $8 status_code, $9 body,
- * $10 a new expires_at or null.
- */
-static SqlStatement finish_stmt = {
-	.sql = "UPDATE idempotency.registry AS r"
-	" SET status = $4, response = $5, updated_at = $6, lease_until = NULL,"
-	" status_code = $8, body = $9,"
-	" expires_at = COALESCE($10, r.expires_at)"
-	" WHERE r.owner OPERATOR(pg_catalog.=) $1"
-	" AND r.scope OPERATOR(pg_catalog.=) $2"
-	" AND r.key OPERATOR(pg_catalog.=) $3"
-	" AND r.status OPERATOR(pg_catalog.=) 'processing'"
-	" AND r.expires_at OPERATOR(pg_catalog.>) $6"
-	" AND ($7 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $7)",
-	.nargs = 10,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TEXTOID, JSONBOID,
-	TIMESTAMPTZOID, INT4OID, INT4OID, BYTEAOID, TIMESTAMPTZOID},
-	.expected_rc = SPI_OK_UPDATE,
-};
-
-/*
- * answer_param
- *		An optional value of a finish as a statement parameter.
- */
-static void
-answer_param(Datum value, bool present, Datum *param, char *null)
-{
-	*param = present ? value : (Datum) 0;
-	*null = present ? ' ' : 'n';
 }
 
 /*
@@ -327,88 +631,32 @@ bool
 RegistryFinish(SqlCall *call, Datum scope, Datum key, const RegistryAnswer *answer,
 			   RegistryAttempt attempt)
 {
-	Datum		values[10];
-	char		nulls[10];
+	RegistryRow row;
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = call->owner;
-	values[1] = scope;
-	values[2] = key;
-	values[3] = CStringGetTextDatum(answer->failed ? "failed" : "completed");
-	answer_param(answer->response, answer->response != (Datum) 0, &values[4], &nulls[4]);
-	values[5] = TimestampTzGetDatum(call->now);
-	answer_param(Int32GetDatum(attempt.value), attempt.given, &values[6], &nulls[6]);
-	answer_param(Int32GetDatum(answer->status_code), answer->status_code != 0,
-				 &values[7], &nulls[7]);
-	answer_param(answer->body, answer->body != (Datum) 0, &values[8], &nulls[8]);
-	answer_param(TimestampTzGetDatum(answer->expires_at), answer->expires_at != 0,
-				 &values[9], &nulls[9]);
-	return SqlExecute(&finish_stmt, values, nulls) == 1;
+	registry_row_empty(&row, call, scope, key);
+	registry_row_end(&row, call, answer);
+	return registry_execute(&end_stmt, call, &row, attempt) == 1;
 }
 
 /*
- * Gives up a live claim (of the given attempt if $5 is not null): the record
- * stays, marked abandoned, so that its attempt is remembered.  $4 now.
- */
-static SqlStatement abandon_stmt = {
-	.sql = "UPDATE idempotency.registry AS r"
-	" SET status = 'abandoned', response = NULL, updated_at = $4,"
-	" lease_until = NULL, expires_at = $4"
-	" WHERE r.owner OPERATOR(pg_catalog.=) $1"
-	" AND r.scope OPERATOR(pg_catalog.=) $2"
-	" AND r.key OPERATOR(pg_catalog.=) $3"
-	" AND r.status OPERATOR(pg_catalog.=) 'processing'"
-	" AND r.expires_at OPERATOR(pg_catalog.>) $4"
-	" AND ($5 IS NULL OR r.attempt OPERATOR(pg_catalog.=) $5)",
-	.nargs = 5,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TIMESTAMPTZOID, INT4OID},
-	.expected_rc = SPI_OK_UPDATE,
-};
-
-/*
  * RegistryAbandon
- *		Give up the caller's live claim (of that attempt, if one is named);
- *		false if there is no such claim.
+ *		Give up the caller's live claim (of that attempt, if one is named):
+ *		the record stays, marked abandoned and without an answer, so that its
+ *		attempt is remembered.  False if there is no such claim.
  */
 bool
 RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 {
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	RegistryRow row;
 
-	values[0] = call->owner;
-	values[1] = scope;
-	values[2] = key;
-	values[3] = TimestampTzGetDatum(call->now);
-	answer_param(Int32GetDatum(attempt.value), attempt.given, &values[4], &nulls[4]);
-	return SqlExecute(&abandon_stmt, values, nulls) == 1;
+	registry_row_empty(&row, call, scope, key);
+	registry_row_end(&row, call, NULL);
+	return registry_execute(&end_stmt, call, &row, attempt) == 1;
 }
 
 /*
- * A claim taken with defer_claim is written once, complete, by its finish.
- * A plain INSERT, not ON CONFLICT: a conflict can only end the transaction
- * (RegistryInsertFinished), so the speculative insertion that ON CONFLICT
- * pays for on every call (a pre-check of the index, a speculative lock, a
- * confirmation record) would buy nothing.  The unique check still waits for
- * a concurrent uncommitted record of the key.  $4 status, $5 attempt,
- * $6 fingerprint, $7 response, $8 status_code, $9 body, $10 created_at,
- * $11 now, $12 expires_at.
- */
-static SqlStatement insert_finished_stmt = {
-	.sql = "INSERT INTO idempotency.registry AS r"
-	" (owner, scope, key, status, attempt, fingerprint, response,"
-	"  status_code, body, created_at, updated_at, lease_until, expires_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12)",
-	.nargs = 12,
-	.argtypes = {TEXTOID, TEXTOID, SQL_KEYTYPE, TEXTOID, INT4OID, BYTEAOID,
-		JSONBOID, INT4OID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID},
-	.expected_rc = SPI_OK_INSERT,
-};
-
-/*
  * RegistryInsertFinished
- *		Write a deferred claim as a finished record.
+ *		Write a deferred claim, ended with its answer, as one record.
  *
  * If a record of the key exists (a duplicate request raced past this one's
  * begin), the insert first waits for its transaction: if that rolls back,
@@ -419,33 +667,18 @@ static SqlStatement insert_finished_stmt = {
  * only changes its SQLSTATE and words on its way out.
  */
 void
-RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
+RegistryInsertFinished(SqlCall *call, const RegistryRow *claim,
 					   const RegistryAnswer *answer)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
-	Datum		values[12];
-	char		nulls[12];
+	RegistryAttempt none = {false, 0};
+	RegistryRow row = *claim;
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = call->owner;
-	values[1] = PointerGetDatum(claim->scope);
-	values[2] = PointerGetDatum(claim->key);
-	values[3] = CStringGetTextDatum(answer->failed ? "failed" : "completed");
-	values[4] = Int32GetDatum(claim->attempt);
-	answer_param(PointerGetDatum(claim->fingerprint), claim->fingerprint != NULL,
-				 &values[5], &nulls[5]);
-	answer_param(answer->response, answer->response != (Datum) 0, &values[6], &nulls[6]);
-	answer_param(Int32GetDatum(answer->status_code), answer->status_code != 0,
-				 &values[7], &nulls[7]);
-	answer_param(answer->body, answer->body != (Datum) 0, &values[8], &nulls[8]);
-	values[9] = TimestampTzGetDatum(claim->created_at);
-	values[10] = TimestampTzGetDatum(call->now);
-	values[11] = TimestampTzGetDatum(answer->expires_at != 0 ?
-									 answer->expires_at : claim->expires_at);
-
+	registry_build();
+	registry_row_end(&row, call, answer);
 	PG_TRY();
 	{
-		SqlExecute(&insert_finished_stmt, values, nulls);
+		registry_execute(&insert_finished_stmt, call, &row, none);
 	}
 	PG_CATCH();
 	{
@@ -459,7 +692,8 @@ RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
-						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
+						TextDatumGetCString(claim->values[RC_key]),
+						TextDatumGetCString(claim->values[RC_scope])),
 				 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
 				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
 	}

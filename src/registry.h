@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * registry.h
- *	  The statements on idempotency.registry, one typed function each.
+ *	  The registry's row, defined once, and the statements on
+ *	  idempotency.registry, one typed function each.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -13,36 +14,67 @@
 #ifndef IDEMPOTENCY_REGISTRY_H
 #define IDEMPOTENCY_REGISTRY_H
 
-#include "deferred.h"
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "catalog/pg_type.h"
+
 #include "sqlcall.h"
 
-/* What a begin claims: the record's identity besides its owner, and terms. */
-typedef struct RegistryClaim
+/*
+ * The registry's columns, in the table's order (the install script's CREATE
+ * TABLE idempotency.registry is the only other place that lists them all).
+ * X(name, type, ends): ends says whether ending a claim (finish or abandon)
+ * writes the column.  Every statement that writes a whole record (a claim, a
+ * reclaim, a deferred claim's finish), every read of one and the answers of
+ * idempotent_begin and lookup are built from this list, so a column added
+ * here is written, or reset to NULL, by every claim, and a column of an
+ * answer is written by every finish and cleared by every abandon.
+ */
+#define REGISTRY_COLUMNS(X) \
+	X(owner, TEXTOID, false) \
+	X(scope, TEXTOID, false) \
+	X(key, SQL_KEYTYPE, false) \
+	X(status, TEXTOID, true) \
+	X(attempt, INT4OID, false) \
+	X(fingerprint, BYTEAOID, false) \
+	X(response, JSONBOID, true) \
+	X(status_code, INT4OID, true) \
+	X(body, BYTEAOID, true) \
+	X(created_at, TIMESTAMPTZOID, false) \
+	X(updated_at, TIMESTAMPTZOID, true) \
+	X(lease_until, TIMESTAMPTZOID, true) \
+	X(expires_at, TIMESTAMPTZOID, true)
+
+#define REGISTRY_COLUMN_ENUM(name, type, ends) RC_##name,
+typedef enum RegistryColumn
 {
-	Datum		scope;
-	Datum		key;
-	Datum		fingerprint;	/* bytea, or 0 when there is no request */
-	TimestampTz lease_until;
-	TimestampTz expires_at;
-	int32		fence;			/* RegistryFence() read just before */
-} RegistryClaim;
+	REGISTRY_COLUMNS(REGISTRY_COLUMN_ENUM)
+	REGISTRY_NCOLUMNS
+} RegistryColumn;
+
+/* The identity of a record: the primary key, the first three columns. */
+#define REGISTRY_NIDENTITY 3
+
+/* A record's status, stored as its name (RegistryStatusName). */
+typedef enum RegistryStatus
+{
+	RS_PROCESSING,
+	RS_COMPLETED,
+	RS_FAILED,
+	RS_ABANDONED
+} RegistryStatus;
 
 /*
- * A record as RegistryLookup reads it.  Varlena fields point into SPI's
- * memory until RegistryRecordKeep copies response and body out; 0 stands
- * for NULL in every field.
+ * A record, or the image of one about to be written: a value or a NULL per
+ * column, and the status decoded.  Varlena values read from the table point
+ * into SPI's memory until RegistryRowKeep copies them out.
  */
-typedef struct RegistryRecord
+typedef struct RegistryRow
 {
-	const char *status;			/* one of the constant status strings */
-	int32		attempt;
-	Datum		fingerprint;
-	Datum		response;
-	TimestampTz lease_until;
-	TimestampTz expires_at;
-	int32		status_code;
-	Datum		body;
-} RegistryRecord;
+	Datum		values[REGISTRY_NCOLUMNS];
+	bool		nulls[REGISTRY_NCOLUMNS];
+	RegistryStatus status;
+} RegistryRow;
 
 /* What a finish stores; 0 stands for NULL. */
 typedef struct RegistryAnswer
@@ -61,19 +93,38 @@ typedef struct RegistryAttempt
 	int32		value;
 } RegistryAttempt;
 
+/* Where each column of a function's result comes from (RegistryOutputMap). */
+typedef struct RegistryOutput
+{
+	TupleDesc	desc;
+	int			source[FLEXIBLE_ARRAY_MEMBER];	/* a RegistryColumn, or -1 */
+} RegistryOutput;
+
+extern const char *RegistryStatusName(RegistryStatus status);
+extern bool RegistryColumnVarlena(RegistryColumn col);
+extern void RegistryRowSet(RegistryRow *row, RegistryColumn col, Datum value);
+extern Datum RegistryRowGet(const RegistryRow *row, RegistryColumn col);
+extern void RegistryRowClaim(RegistryRow *row, SqlCall *call, Datum scope, Datum key,
+							 Datum fingerprint, TimestampTz lease_until,
+							 TimestampTz expires_at);
+extern void RegistryRowKeep(SqlCall *call, RegistryRow *row);
+extern bool RegistryRowLive(const RegistryRow *row, TimestampTz now);
+extern void RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc);
+extern char *RegistrySelectOwnSql(void);
+extern RegistryOutput *RegistryOutputMap(TupleDesc desc);
+extern void RegistryOutputFill(const RegistryOutput *out, const RegistryRow *row,
+							   Datum *values, bool *nulls);
+
 extern int32 RegistryFence(void);
 
-extern bool RegistryInsertClaim(SqlCall *call, const RegistryClaim *claim);
-extern bool RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRecord *rec);
-extern void RegistryRecordKeep(SqlCall *call, RegistryRecord *rec);
-extern bool RegistryRecordLive(SqlCall *call, const RegistryRecord *rec);
-extern bool RegistryReclaim(SqlCall *call, const RegistryClaim *claim, int32 *attempt);
-extern bool RegistryTakeover(SqlCall *call, const RegistryClaim *claim, int32 *attempt,
-							 TimestampTz *expires_at);
+extern bool RegistryInsertClaim(SqlCall *call, const RegistryRow *claim);
+extern bool RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec);
+extern bool RegistryReclaim(SqlCall *call, RegistryRow *claim);
+extern bool RegistryTakeover(SqlCall *call, RegistryRow *claim);
 extern bool RegistryFinish(SqlCall *call, Datum scope, Datum key,
 						   const RegistryAnswer *answer, RegistryAttempt attempt);
 extern bool RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt);
-extern void RegistryInsertFinished(SqlCall *call, const DeferredClaim *claim,
+extern void RegistryInsertFinished(SqlCall *call, const RegistryRow *claim,
 								   const RegistryAnswer *answer);
 
 #endif							/* IDEMPOTENCY_REGISTRY_H */

@@ -93,35 +93,6 @@ static int	found_share = 0;
 /* The fingerprint's version byte (version 1 was a bare 32-byte digest). */
 #define FINGERPRINT_VERSION 2
 
-/* Columns of idempotent_begin's result row. */
-enum
-{
-	BEGIN_OUTCOME,
-	BEGIN_STATUS,
-	BEGIN_RESPONSE,
-	BEGIN_ATTEMPT,
-	BEGIN_EXPIRES_AT,
-	BEGIN_LEASE_UNTIL,
-	BEGIN_STATUS_CODE,
-	BEGIN_BODY,
-	BEGIN_NCOLUMNS
-};
-
-/* Columns of lookup's result row. */
-enum
-{
-	LOOKUP_OUT_FOUND,
-	LOOKUP_OUT_STATUS,
-	LOOKUP_OUT_RESPONSE,
-	LOOKUP_OUT_STATUS_CODE,
-	LOOKUP_OUT_BODY,
-	LOOKUP_OUT_ATTEMPT,
-	LOOKUP_OUT_EXPIRES_AT,
-	LOOKUP_OUT_LEASE_UNTIL,
-	LOOKUP_OUT_REQUEST_MATCHES,
-	LOOKUP_OUT_NCOLUMNS
-};
-
 typedef struct BeginArgs
 {
 	Datum		key;
@@ -140,7 +111,7 @@ typedef struct BeginResult
 {
 	const char *outcome;
 	bool		takeover;		/* execute, by taking over a lapsed lease */
-	RegistryRecord rec;			/* the answer */
+	RegistryRow rec;			/* the answer */
 } BeginResult;
 
 /*
@@ -276,16 +247,13 @@ api_request_matches(Datum stored, Jsonb *request, Datum fingerprint)
 
 /*
  * begin_execute
- *		Fill in the answer for a claim that is now ours.
+ *		The answer for a claim that is now ours: the claim as written.
  */
 static void
-begin_execute(BeginArgs *args, BeginResult *result, int32 attempt, TimestampTz expires_at)
+begin_execute(BeginResult *result, const RegistryRow *claim)
 {
 	result->outcome = "execute";
-	result->rec.status = "processing";
-	result->rec.attempt = attempt;
-	result->rec.expires_at = expires_at;
-	result->rec.lease_until = args->lease_until;
+	result->rec = *claim;
 }
 
 /*
@@ -327,19 +295,13 @@ begin_found(bool found)
 static bool
 begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
-	RegistryClaim claim;
-	RegistryRecord rec;
-	int32		attempt;
-	TimestampTz expires_at;
+	RegistryRow claim;
+	RegistryRow rec;
 	DeferredClaim *mine;
 	bool		read_first = args->defer_claim || found_share > FOUND_SHARE_READ_FIRST;
 
-	claim.scope = args->scope;
-	claim.key = args->key;
-	claim.fingerprint = args->fingerprint;
-	claim.lease_until = args->lease_until;
-	claim.expires_at = args->expires_at;
-	claim.fence = RegistryFence();
+	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
+					 args->lease_until, args->expires_at);
 
 	/*
 	 * This very transaction holds a deferred claim of the key (whatever mode
@@ -349,10 +311,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	if (mine != NULL)
 	{
 		result->outcome = "in_progress";
-		result->rec.status = "processing";
-		result->rec.attempt = mine->attempt;
-		result->rec.expires_at = mine->expires_at;
-		result->rec.lease_until = mine->lease_until;
+		result->rec = mine->row;
 		return true;
 	}
 
@@ -360,49 +319,43 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	{
 		/* the common case: nobody has this key, the claim is ours */
 		begin_found(false);
-		begin_execute(args, result, claim.fence, args->expires_at);
+		begin_execute(result, &claim);
 		return true;
 	}
 
 	if (!RegistryLookup(call, args->scope, args->key, &rec))
 	{
-		DeferredClaim *deferred;
-
 		if (!args->defer_claim)
 		{
 			/* nobody has this key: claim it, unless that was tried */
 			if (!read_first || !RegistryInsertClaim(call, &claim))
 				return false;	/* deleted since, or claimed since the read */
 			begin_found(false);
-			begin_execute(args, result, claim.fence, args->expires_at);
+			begin_execute(result, &claim);
 			return true;
 		}
 
 		/* nobody has this key: the claim is ours, written by finish */
 		begin_found(false);
-		deferred = DeferredClaimAdd(call->owner, args->scope, args->key, args->fingerprint);
-		deferred->attempt = claim.fence;
-		deferred->created_at = call->now;
-		deferred->lease_until = args->lease_until;
-		deferred->expires_at = args->expires_at;
-		begin_execute(args, result, claim.fence, args->expires_at);
+		DeferredClaimAdd(&claim);
+		begin_execute(result, &claim);
 		return true;
 	}
 
 	begin_found(true);
 
 	/* an expired or abandoned record counts as absent: claim it afresh */
-	if (!RegistryRecordLive(call, &rec))
+	if (!RegistryRowLive(&rec, call->now))
 	{
-		if (!RegistryReclaim(call, &claim, &attempt))
+		if (!RegistryReclaim(call, &claim))
 			return false;
-		begin_execute(args, result, attempt, args->expires_at);
+		begin_execute(result, &claim);
 		return true;
 	}
 
 	/* reusing a key for a different request is the caller's bug: say so */
-	if (args->request != NULL && rec.fingerprint != (Datum) 0 &&
-		!api_request_matches(rec.fingerprint, args->request, args->fingerprint))
+	if (args->request != NULL && !rec.nulls[RC_fingerprint] &&
+		!api_request_matches(rec.values[RC_fingerprint], args->request, args->fingerprint))
 	{
 		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
@@ -413,26 +366,27 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 				 errhint("Use a new key for a new request.")));
 	}
 
-	RegistryRecordKeep(call, &rec);
-	result->rec = rec;
-
-	if (strcmp(rec.status, "processing") != 0)
+	if (rec.status != RS_PROCESSING)
 	{
+		RegistryRowKeep(call, &rec);
+		RegistryRowSet(&rec, RC_lease_until, (Datum) 0);
 		result->outcome = "replay";
-		result->rec.lease_until = 0;
+		result->rec = rec;
 		return true;
 	}
 
-	if (rec.lease_until > call->now)
+	if (DatumGetTimestampTz(rec.values[RC_lease_until]) > call->now)
 	{
+		RegistryRowKeep(call, &rec);
 		result->outcome = "in_progress";
+		result->rec = rec;
 		return true;
 	}
 
 	/* the lease ran out: the work may have partly happened; take it over */
-	if (!RegistryTakeover(call, &claim, &attempt, &expires_at))
+	if (!RegistryTakeover(call, &claim))
 		return false;
-	begin_execute(args, result, attempt, expires_at);
+	begin_execute(result, &claim);
 	result->takeover = true;
 	return true;
 }
@@ -511,29 +465,55 @@ begin_bounded(SqlCall *call, BeginArgs *args, BeginResult *result)
 	{
 		memset(result, 0, sizeof(BeginResult));
 		result->outcome = "in_progress";
-		result->rec.status = "processing";
-		result->rec.expires_at = args->expires_at;
-		result->rec.lease_until = Min(args->lease_until,
-									  call->now + UNCOMMITTED_LEASE_GUESS_USECS);
+		RegistryRowClaim(&result->rec, call, args->scope, args->key, (Datum) 0,
+						 Min(args->lease_until, call->now + UNCOMMITTED_LEASE_GUESS_USECS),
+						 args->expires_at);
+		RegistryRowSet(&result->rec, RC_attempt, (Datum) 0);
 	}
 }
 
 /*
- * result_desc
- *		A function's result row descriptor, built and blessed once per
- *		backend.  fn_extra would not keep it: PL/pgSQL evaluates a call such
- *		as "b := idempotency.idempotent_begin(...)" with a new FmgrInfo in
- *		every transaction, and building the descriptor showed in profiles of
- *		the replay path.
+ * ApiResult
+ *		A function's result row: its descriptor, built and blessed once per
+ *		backend, which columns are the registry's, and where its own column
+ *		is.  fn_extra would not keep it: PL/pgSQL evaluates a call such as
+ *		"b := idempotency.idempotent_begin(...)" with a new FmgrInfo in every
+ *		transaction, and building the descriptor showed in profiles of the
+ *		replay path.
  */
-static TupleDesc
-result_desc(FunctionCallInfo fcinfo, TupleDesc *cache, Oid *cache_fn)
+typedef struct ApiResult
+{
+	Oid			fn;
+	RegistryOutput *out;
+	int			own;			/* the function's own column: outcome, found */
+} ApiResult;
+
+/*
+ * api_column
+ *		The position of a function's own result column.
+ */
+static int
+api_column(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i;
+	elog(ERROR, "result has no column \"%s\"", name);
+	return -1;					/* keep compiler quiet */
+}
+
+/*
+ * api_result
+ *		The result row of the function being called, from its cache.
+ */
+static ApiResult *
+api_result(FunctionCallInfo fcinfo, ApiResult *cache, const char *own)
 {
 	TupleDesc	tupdesc;
 	MemoryContext oldcontext;
 
-	if (*cache != NULL && *cache_fn == fcinfo->flinfo->fn_oid)
-		return *cache;
+	if (cache->out != NULL && cache->fn == fcinfo->flinfo->fn_oid)
+		return cache;
 
 	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -541,11 +521,17 @@ result_desc(FunctionCallInfo fcinfo, TupleDesc *cache, Oid *cache_fn)
 	tupdesc = BlessTupleDesc(tupdesc);
 	MemoryContextSwitchTo(oldcontext);
 
-	if (*cache != NULL)
-		FreeTupleDesc(*cache);
-	*cache = tupdesc;
-	*cache_fn = fcinfo->flinfo->fn_oid;
-	return tupdesc;
+	if (cache->out != NULL)
+	{
+		FreeTupleDesc(cache->out->desc);
+		pfree(cache->out);
+	}
+	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+	cache->out = RegistryOutputMap(tupdesc);
+	MemoryContextSwitchTo(oldcontext);
+	cache->fn = fcinfo->flinfo->fn_oid;
+	cache->own = api_column(tupdesc, own);
+	return cache;
 }
 
 /*
@@ -599,14 +585,13 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
 Datum
 idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 {
-	static TupleDesc desc_cache = NULL;
-	static Oid	desc_fn = InvalidOid;
+	static ApiResult result_cache;
+	ApiResult  *res;
 	BeginArgs	args = {0};
 	BeginResult result = {0};
 	SqlCall		call;
-	TupleDesc	tupdesc;
-	Datum		values[BEGIN_NCOLUMNS];
-	bool		nulls[BEGIN_NCOLUMNS] = {0};
+	Datum	   *values;
+	bool	   *nulls;
 
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
@@ -623,7 +608,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	IdempotencyRequireArg(fcinfo, 8, "defer_claim");
 	args.defer_claim = PG_GETARG_BOOL(8);
 
-	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
+	res = api_result(fcinfo, &result_cache, "outcome");
 
 	SqlCallBegin(&call);
 
@@ -658,22 +643,14 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	else
 		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
 
-	values[BEGIN_OUTCOME] = CStringGetTextDatum(result.outcome);
-	values[BEGIN_STATUS] = CStringGetTextDatum(result.rec.status);
-	values[BEGIN_RESPONSE] = result.rec.response;
-	nulls[BEGIN_RESPONSE] = result.rec.response == (Datum) 0;
-	values[BEGIN_ATTEMPT] = Int32GetDatum(result.rec.attempt);
-	nulls[BEGIN_ATTEMPT] = result.rec.attempt == 0;
-	values[BEGIN_EXPIRES_AT] = TimestampTzGetDatum(result.rec.expires_at);
-	nulls[BEGIN_EXPIRES_AT] = result.rec.expires_at == 0;
-	values[BEGIN_LEASE_UNTIL] = TimestampTzGetDatum(result.rec.lease_until);
-	nulls[BEGIN_LEASE_UNTIL] = result.rec.lease_until == 0;
-	values[BEGIN_STATUS_CODE] = Int32GetDatum(result.rec.status_code);
-	nulls[BEGIN_STATUS_CODE] = result.rec.status_code == 0;
-	values[BEGIN_BODY] = result.rec.body;
-	nulls[BEGIN_BODY] = result.rec.body == (Datum) 0;
+	values = palloc0(res->out->desc->natts * sizeof(Datum));
+	nulls = palloc(res->out->desc->natts * sizeof(bool));
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	RegistryOutputFill(res->out, &result.rec, values, nulls);
+	values[res->own] = CStringGetTextDatum(result.outcome);
+	nulls[res->own] = false;
 
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
 }
 
 /*
@@ -684,7 +661,8 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 static void
 api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 {
-	RegistryRecord rec;
+	RegistryRow rec;
+	int32		current;
 	char	   *keystr = IdempotencyKeyDisplay(key);
 	char	   *scopestr = TextDatumGetCString(scope);
 
@@ -694,39 +672,40 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
 						keystr, scopestr),
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
+	current = DatumGetInt32(rec.values[RC_attempt]);
 
 	/* a fenced-off attempt hears about that first, whatever happened since */
-	if (attempt.given && attempt.value > rec.attempt)
+	if (attempt.given && attempt.value > current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
 						attempt.value, keystr, scopestr),
-				 errdetail("The latest attempt is %d.", rec.attempt),
+				 errdetail("The latest attempt is %d.", current),
 				 errhint("Pass the attempt that idempotent_begin returned.")));
-	if (attempt.given && attempt.value != rec.attempt)
+	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
 						attempt.value, keystr, scopestr),
 				 errdetail("A later claim, attempt %d, holds the key now: the lease of attempt %d ran out and it was taken over, or its record expired or was abandoned and the key was claimed again.",
-						   rec.attempt, attempt.value)));
+						   current, attempt.value)));
 
-	if (!RegistryRecordLive(call, &rec))
+	if (!RegistryRowLive(&rec, call->now))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
 						keystr, scopestr),
 				 errdetail("Its claim %s.",
-						   strcmp(rec.status, "abandoned") == 0 ?
+						   rec.status == RS_ABANDONED ?
 						   "was abandoned" : "expired"),
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
-	if (strcmp(rec.status, "processing") != 0)
+	if (rec.status != RS_PROCESSING)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
 						keystr, scopestr),
-				 errdetail("Its status is \"%s\".", rec.status)));
+				 errdetail("Its status is \"%s\".", RegistryStatusName(rec.status))));
 
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,
@@ -743,14 +722,17 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 static void
 api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
 {
-	if (attempt.given && attempt.value != claim->attempt)
+	int32		current = DatumGetInt32(claim->row.values[RC_attempt]);
+
+	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
 				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is not current",
 						attempt.value,
-						text_to_cstring(claim->key), text_to_cstring(claim->scope)),
+						TextDatumGetCString(claim->row.values[RC_key]),
+						TextDatumGetCString(claim->row.values[RC_scope])),
 				 errdetail("This transaction's deferred claim of the key is attempt %d.",
-						   claim->attempt)));
+						   current)));
 }
 
 /*
@@ -782,8 +764,8 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 	{
 		api_deferred_attempt(deferred, attempt);
 		if (answer != NULL)
-			RegistryInsertFinished(&call, deferred, answer);
-		DeferredClaimForget(deferred);
+			RegistryInsertFinished(&call, &deferred->row, answer);
+		DeferredClaimEnd(deferred);
 		ended = true;
 	}
 	else if (answer != NULL)
@@ -909,61 +891,45 @@ PG_FUNCTION_INFO_V1(idempotency_lookup);
 Datum
 idempotency_lookup(PG_FUNCTION_ARGS)
 {
-	static TupleDesc desc_cache = NULL;
-	static Oid	desc_fn = InvalidOid;
+	static ApiResult result_cache;
+	ApiResult  *res;
 	SqlCall		call;
-	TupleDesc	tupdesc;
-	Datum		values[LOOKUP_OUT_NCOLUMNS] = {0};
-	bool		nulls[LOOKUP_OUT_NCOLUMNS];
+	Datum	   *values;
+	bool	   *nulls;
 	Datum		key;
 	Datum		scope;
 	Jsonb	   *request = NULL;
-	RegistryRecord rec = {0};
+	RegistryRow rec;
 	bool		found = false;
-	bool		matches = false;
-	bool		matches_known = false;
+	int			matches_col;
 
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
 		request = PG_GETARG_JSONB_P(2);
-	tupdesc = result_desc(fcinfo, &desc_cache, &desc_fn);
+	res = api_result(fcinfo, &result_cache, "found");
+	values = palloc0(res->out->desc->natts * sizeof(Datum));
+	nulls = palloc(res->out->desc->natts * sizeof(bool));
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	matches_col = api_column(res->out->desc, "request_matches");
 
 	SqlCallBegin(&call);
-	if (RegistryLookup(&call, scope, key, &rec) && RegistryRecordLive(&call, &rec))
+	if (RegistryLookup(&call, scope, key, &rec) && RegistryRowLive(&rec, call.now))
 	{
 		found = true;
-		if (request != NULL && rec.fingerprint != (Datum) 0)
+		if (request != NULL && !rec.nulls[RC_fingerprint])
 		{
-			matches = api_request_matches(rec.fingerprint, request, api_fingerprint(request));
-			matches_known = true;
+			values[matches_col] =
+				BoolGetDatum(api_request_matches(rec.values[RC_fingerprint], request,
+												 api_fingerprint(request)));
+			nulls[matches_col] = false;
 		}
-		RegistryRecordKeep(&call, &rec);
+		RegistryRowKeep(&call, &rec);
+		RegistryOutputFill(res->out, &rec, values, nulls);
 	}
 	SqlCallEnd(&call);
 
-	memset(nulls, true, sizeof(nulls));
-	values[LOOKUP_OUT_FOUND] = BoolGetDatum(found);
-	nulls[LOOKUP_OUT_FOUND] = false;
-	if (found)
-	{
-		values[LOOKUP_OUT_STATUS] = CStringGetTextDatum(rec.status);
-		nulls[LOOKUP_OUT_STATUS] = false;
-		values[LOOKUP_OUT_RESPONSE] = rec.response;
-		nulls[LOOKUP_OUT_RESPONSE] = rec.response == (Datum) 0;
-		values[LOOKUP_OUT_STATUS_CODE] = Int32GetDatum(rec.status_code);
-		nulls[LOOKUP_OUT_STATUS_CODE] = rec.status_code == 0;
-		values[LOOKUP_OUT_BODY] = rec.body;
-		nulls[LOOKUP_OUT_BODY] = rec.body == (Datum) 0;
-		values[LOOKUP_OUT_ATTEMPT] = Int32GetDatum(rec.attempt);
-		nulls[LOOKUP_OUT_ATTEMPT] = false;
-		values[LOOKUP_OUT_EXPIRES_AT] = TimestampTzGetDatum(rec.expires_at);
-		nulls[LOOKUP_OUT_EXPIRES_AT] = false;
-		values[LOOKUP_OUT_LEASE_UNTIL] = TimestampTzGetDatum(rec.lease_until);
-		nulls[LOOKUP_OUT_LEASE_UNTIL] = rec.lease_until == 0;
-		values[LOOKUP_OUT_REQUEST_MATCHES] = BoolGetDatum(matches);
-		nulls[LOOKUP_OUT_REQUEST_MATCHES] = !matches_known;
-	}
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	values[res->own] = BoolGetDatum(found);
+	nulls[res->own] = false;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
 }
