@@ -381,21 +381,34 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	/*
 	 * The common case, a batch of new ids, is one plain INSERT.  Otherwise
 	 * some ids were seen before: record the batch skipping those, and among
-	 * those renew the expired entries, which count as unseen.
+	 * those renew the expired entries, which count as unseen; then, as
+	 * inbox_receive does, record once more any that the cleanup deleted
+	 * between the two statements (nothing stores them otherwise).
 	 */
 	if (IdempotencyCitusPartMethod(CITUS_INBOX) != '\0')
 	{
 		/* distributed by Citus: no statement that needs an error caught */
-		if (inbox_mark(sorted, m, is_new,
-					   SqlExecute(&citus_receive_batch_stmt, values, NULL)) < m)
-			inbox_mark(sorted, m, is_new,
-					   SqlExecute(&citus_renew_expired_stmt, values, NULL));
+		int			marked = inbox_mark(sorted, m, is_new,
+										SqlExecute(&citus_receive_batch_stmt, values, NULL));
+
+		if (marked < m)
+			marked += inbox_mark(sorted, m, is_new,
+								 SqlExecute(&citus_renew_expired_stmt, values, NULL));
+		if (marked < m)
+			inbox_mark(sorted, m, is_new, SqlExecute(&citus_receive_batch_stmt, values, NULL));
 	}
 	else if (inbox_try_all_new(values, m))
 		memset(is_new, true, sizeof(bool) * m);
-	else if (inbox_mark(sorted, m, is_new,
-						SqlExecute(&receive_batch_stmt, values, NULL)) < m)
-		inbox_mark(sorted, m, is_new, SqlExecute(&renew_expired_stmt, values, NULL));
+	else
+	{
+		int			marked = inbox_mark(sorted, m, is_new,
+										SqlExecute(&receive_batch_stmt, values, NULL));
+
+		if (marked < m)
+			marked += inbox_mark(sorted, m, is_new, SqlExecute(&renew_expired_stmt, values, NULL));
+		if (marked < m)
+			inbox_mark(sorted, m, is_new, SqlExecute(&receive_batch_stmt, values, NULL));
+	}
 
 	/* the new ids in input order, each once */
 	for (int i = 0; i < n; i++)
