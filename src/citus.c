@@ -54,17 +54,18 @@
 #include "utils/timestamp.h"
 
 #include "citus.h"
+#include "extension.h"
 #include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
 #include "sweep.h"
 
-/* The tables whose distribution we keep track of, by name in our schema. */
-static const char *const citus_table_names[CITUS_NUM_TABLES] = {
-	[CITUS_REGISTRY] = "registry",
-	[CITUS_INBOX] = "inbox",
-	[CITUS_TOKENS] = "tokens",
-	[CITUS_HISTORY] = "state_history",
+/* The tables whose distribution we keep track of, among the extension's. */
+static const IdempotencyRelation citus_table_relations[CITUS_NUM_TABLES] = {
+	[CITUS_REGISTRY] = IR_REGISTRY,
+	[CITUS_INBOX] = IR_INBOX,
+	[CITUS_TOKENS] = IR_TOKENS,
+	[CITUS_HISTORY] = IR_STATE_HISTORY,
 };
 
 typedef struct CitusTableState
@@ -76,19 +77,18 @@ typedef struct CitusTableState
 } CitusTableState;
 
 static CitusTableState citus_tables[CITUS_NUM_TABLES];
-static bool citus_callback_registered = false;
 
 /* The last relation asked about by IdempotencyCitusShardOf, and the answer. */
 static Oid	shard_cache_relid = InvalidOid;
 static Oid	shard_cache_parent = InvalidOid;
 
 /*
- * citus_relcache_callback
+ * IdempotencyCitusInvalidate
  *		Forget what we know about a table when it (or everything) is
- *		invalidated.
+ *		invalidated; called by the extension's relcache callback.
  */
-static void
-citus_relcache_callback(Datum arg, Oid relid)
+void
+IdempotencyCitusInvalidate(Oid relid)
 {
 	for (int i = 0; i < CITUS_NUM_TABLES; i++)
 		if (relid == InvalidOid || relid == citus_tables[i].relid)
@@ -130,16 +130,10 @@ IdempotencyCitusPartMethod(CitusTable table)
 {
 	CitusTableState *state = &citus_tables[table];
 
-	if (!citus_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(citus_relcache_callback, (Datum) 0);
-		citus_callback_registered = true;
-	}
 	if (state->valid)
 		return state->partmethod;
 
-	state->relid = get_relname_relid(citus_table_names[table],
-									 get_namespace_oid("idempotency", false));
+	state->relid = IdempotencyCatalogGet()->relids[citus_table_relations[table]];
 	state->partmethod = '\0';
 	if (OidIsValid(state->relid) && citus_catalog_exists())
 	{
@@ -512,7 +506,7 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 		}
 
 		round = citus_cleanup_round(shards, nshards, nodes, nnodes, expired,
-									citus_table_names[table], sweep);
+									get_rel_name(IdempotencyCatalogGet()->relids[citus_table_relations[table]]), sweep);
 		*deleted += round;
 		budget -= (int64) round;
 
@@ -558,11 +552,6 @@ IdempotencyCitusShardOf(Relation rel)
 	const char *suffix = strrchr(name, '_');
 	Oid			parent = InvalidOid;
 
-	if (!citus_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(citus_relcache_callback, (Datum) 0);
-		citus_callback_registered = true;
-	}
 	if (RelationGetRelid(rel) == shard_cache_relid)
 		return shard_cache_parent;
 

@@ -28,6 +28,7 @@ typedef enum CitusTable
 	CITUS_NUM_TABLES
 } CitusTable;
 
+extern void IdempotencyCitusInvalidate(Oid relid);
 extern char IdempotencyCitusPartMethod(CitusTable table);
 extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
 									uint64 *deleted);

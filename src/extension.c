@@ -54,8 +54,11 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "citus.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "sqlcall.h"
+#include "statemachine.h"
 
 #define EXTENSION_NAME		"idempotency"
 #define EXTENSION_SCHEMA	"idempotency"
@@ -72,12 +75,15 @@ static const char *const catalog_relnames[IR_NUM] = {
 
 static IdempotencyCatalog catalog;
 static bool catalog_valid = false;
-static bool catalog_callbacks_registered = false;
 
 /*
  * catalog_relcache_callback
- *		Mark the answer stale when one of our tables, or everything, is
- *		invalidated (DROP EXTENSION among others).
+ *		The extension's one relcache callback: each cache that watches
+ *		relations hears of the invalidation from here.  PostgreSQL has room
+ *		for only a few such callbacks in a backend, for every library loaded
+ *		(Citus takes some), so the extension registers one, whatever it
+ *		caches.  Mark our own answer stale when one of our tables, or
+ *		everything, is invalidated (DROP EXTENSION among others).
  */
 static void
 catalog_relcache_callback(Datum arg, Oid relid)
@@ -87,6 +93,19 @@ catalog_relcache_callback(Datum arg, Oid relid)
 	for (int i = 0; i < IR_NUM && catalog_valid; i++)
 		if (relid == catalog.relids[i])
 			catalog_valid = false;
+	SqlCacheInvalidate(relid);
+	StateMachineCacheInvalidate(relid);
+	IdempotencyCitusInvalidate(relid);
+}
+
+/*
+ * catalog_authid_callback
+ *		Any role changed: forget the cached role name.
+ */
+static void
+catalog_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	SqlRoleCacheInvalidate();
 }
 
 /*
@@ -231,6 +250,20 @@ catalog_lookup(void)
 }
 
 /*
+ * IdempotencyCatalogInit
+ *		Register the extension's cache callbacks, once, when the library is
+ *		loaded: one relcache callback for every cache, and the two syscache
+ *		callbacks for schemas and roles.
+ */
+void
+IdempotencyCatalogInit(void)
+{
+	CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_namespace_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, catalog_authid_callback, (Datum) 0);
+}
+
+/*
  * IdempotencyCatalogGet
  *		The extension's schema, tables and key type, checked as described in
  *		the file header; an error if the extension is not installed or any
@@ -239,12 +272,6 @@ catalog_lookup(void)
 const IdempotencyCatalog *
 IdempotencyCatalogGet(void)
 {
-	if (!catalog_callbacks_registered)
-	{
-		CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
-		CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_namespace_callback, (Datum) 0);
-		catalog_callbacks_registered = true;
-	}
 	if (!catalog_valid)
 	{
 		catalog_lookup();

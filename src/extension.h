@@ -35,6 +35,7 @@ typedef struct IdempotencyCatalog
 	Oid			keytype;		/* idempotency.key, a member */
 } IdempotencyCatalog;
 
+extern void IdempotencyCatalogInit(void);
 extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
 
 #endif							/* IDEMPOTENCY_EXTENSION_H */

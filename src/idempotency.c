@@ -25,6 +25,7 @@
 
 #include "cleanup.h"
 #include "compat.h"
+#include "extension.h"
 #include "idempotency.h"
 #include "shmem.h"
 #include "stats.h"
@@ -122,6 +123,7 @@ _PG_init(void)
 
 	IdempotencyReserveGUCPrefix("idempotency");
 
+	IdempotencyCatalogInit();
 	IdempotencyStatsInit();
 	IdempotencyHintsInit();
 

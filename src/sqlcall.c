@@ -59,7 +59,6 @@ typedef struct SqlCallCache
 } SqlCallCache;
 
 static SqlCallCache sql_cache;
-static bool sql_callback_registered = false;
 
 /*
  * The name of the role that called last, as a text datum.  Looking it up is
@@ -70,24 +69,26 @@ static Oid	role_cache_roleid = InvalidOid;
 static Datum role_cache_name = (Datum) 0;
 
 /*
- * sql_relcache_callback
- *		Mark the cache stale when the registry (or everything) is invalidated.
- *		Only flips a flag: rebuilding here could run catalog lookups in the
- *		middle of invalidation processing.
+ * SqlCacheInvalidate
+ *		Mark the cache stale when the registry (or everything) is invalidated;
+ *		called by the extension's relcache callback.  Only flips a flag:
+ *		rebuilding here could run catalog lookups in the middle of
+ *		invalidation processing.
  */
-static void
-sql_relcache_callback(Datum arg, Oid relid)
+void
+SqlCacheInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == sql_cache.relid)
 		sql_cache.valid = false;
 }
 
 /*
- * sql_authid_callback
- *		Forget the cached role name when any role changes.
+ * SqlRoleCacheInvalidate
+ *		Forget the cached role name when any role changes; called by the
+ *		extension's pg_authid syscache callback.
  */
-static void
-sql_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
+void
+SqlRoleCacheInvalidate(void)
 {
 	role_cache_roleid = InvalidOid;
 }
@@ -99,13 +100,6 @@ sql_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
 Datum
 SqlRoleName(Oid roleid)
 {
-	static bool authid_callback_registered = false;
-
-	if (!authid_callback_registered)
-	{
-		CacheRegisterSyscacheCallback(AUTHOID, sql_authid_callback, (Datum) 0);
-		authid_callback_registered = true;
-	}
 	if (roleid != role_cache_roleid)
 	{
 		char	   *name = GetUserNameFromId(roleid, false);
@@ -130,12 +124,6 @@ static void
 sql_cache_refresh(const IdempotencyCatalog *catalog)
 {
 	HeapTuple	tuple;
-
-	if (!sql_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(sql_relcache_callback, (Datum) 0);
-		sql_callback_registered = true;
-	}
 
 	while (sql_cache.prepared != NULL)
 	{

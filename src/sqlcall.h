@@ -63,6 +63,8 @@ typedef struct SqlCall
 	int			save_sec_context;
 } SqlCall;
 
+extern void SqlCacheInvalidate(Oid relid);
+extern void SqlRoleCacheInvalidate(void);
 extern void SqlCallBegin(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);

@@ -495,12 +495,13 @@ machine_install(StateMachine *entry, MachineBuild *b)
 }
 
 /*
- * machine_relcache_callback
+ * StateMachineCacheInvalidate
  *		Mark every cached machine stale when the definitions table (or
- *		everything) is invalidated.
+ *		everything) is invalidated; called by the extension's relcache
+ *		callback.
  */
-static void
-machine_relcache_callback(Datum arg, Oid relid)
+void
+StateMachineCacheInvalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	StateMachine *entry;
@@ -548,7 +549,7 @@ idempotency_state_machines_changed(PG_FUNCTION_ARGS)
 
 /*
  * machine_cache_init
- *		Create the hash table and register the callback, once per backend.
+ *		Create the hash table, once per backend.
  */
 static void
 machine_cache_init(void)
@@ -560,7 +561,6 @@ machine_cache_init(void)
 	ctl.hcxt = CacheMemoryContext;
 	machine_cache = hash_create("idempotency state machines", 16, &ctl,
 								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	CacheRegisterRelcacheCallback(machine_relcache_callback, (Datum) 0);
 }
 
 /*

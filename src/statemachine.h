@@ -41,6 +41,7 @@ typedef struct StateMachine
 /* bumped by every invalidation: a machine looked up before it is stale */
 extern uint64 StateMachineCacheGeneration;
 
+extern void StateMachineCacheInvalidate(Oid relid);
 extern StateMachine *StateMachineLookup(const char *name);
 extern int	StateMachineFindState(StateMachine *machine, const char *state, int len);
 extern bool StateMachineAllows(StateMachine *machine, int from, int to);
