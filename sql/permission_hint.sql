@@ -1,7 +1,7 @@
 --
--- A role that was not granted the API gets core's permission error with a
--- hint at grant_usage() (src/hints.c): in autocommit, in a transaction and
--- under a savepoint; a PL/pgSQL handler sees the error as core raised it.
+-- A role that was not granted the API gets core's permission error, with a
+-- hint at grant_usage() when idempotency.permission_hints is on
+-- (src/hints.c): in autocommit, in a transaction and under a savepoint; a PL/pgSQL handler sees the error as core raised it.
 -- Other permission errors are left alone.
 --
 SET search_path = public;
@@ -11,6 +11,12 @@ REVOKE ALL ON FUNCTION public.not_ours(int) FROM PUBLIC;
 CREATE TABLE public.hint_log (what text);
 GRANT ALL ON public.hint_log TO regress_stranger;
 
+-- by default core's error is left as it is
+SET ROLE regress_stranger;
+SELECT idempotency.idempotent_begin('k');
+RESET ROLE;
+-- with idempotency.permission_hints on, it gets the hint
+SET idempotency.permission_hints = on;
 SET ROLE regress_stranger;
 -- autocommit: every function and view that grant_usage grants
 SELECT idempotency.idempotent_begin('k');
@@ -62,6 +68,7 @@ SET ROLE regress_stranger;
 SELECT idempotency.idempotent_begin('k');
 RESET ROLE;
 RESET log_min_messages;
+RESET idempotency.permission_hints;
 
 DROP TABLE public.hint_log;
 DROP FUNCTION public.not_ours(int);

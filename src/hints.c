@@ -5,7 +5,10 @@
  *
  * A role that was never granted the API gets core's "permission denied for
  * function idempotent_begin" before any of our code runs, with nothing to
- * say how to fix it.  An emit_log_hook adds a hint to exactly those errors:
+ * say how to fix it.  With idempotency.permission_hints on (it is off by
+ * default: a hook that edits core's error reports in every session of a
+ * shared server is no default to impose), an emit_log_hook adds a hint to
+ * exactly those errors:
  * SQLSTATE 42501, no hint yet, and core's aclcheck_error message (its
  * untranslated format in message_id, the name in the message as sent) for
  * one of the functions or views that grant_usage() grants.  Everything else
@@ -90,7 +93,7 @@ idempotency_emit_log_hook(ErrorData *edata)
 	const char *const *names = NULL;
 
 	/* message_id is the untranslated format, message the text as sent */
-	if (edata->elevel == ERROR &&
+	if (idempotency_permission_hints && edata->elevel == ERROR &&
 		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE &&
 		edata->hint == NULL && edata->message_id != NULL && edata->message != NULL)
 	{

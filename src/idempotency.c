@@ -46,6 +46,9 @@ char	   *idempotency_cleanup_role = NULL;
 /* How long state history rows are kept, in seconds. */
 int			idempotency_history_ttl = 30 * 24 * 3600;
 
+/* Whether permission errors on the API carry a hint at grant_usage(). */
+bool		idempotency_permission_hints = false;
+
 void		_PG_init(void);
 
 /*
@@ -120,6 +123,16 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("idempotency.permission_hints",
+							 "Adds a hint at grant_usage() to permission errors on the extension's API.",
+							 "Off by default: it changes core's error reports, in every "
+							 "session of the server.",
+							 &idempotency_permission_hints,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	IdempotencyReserveGUCPrefix("idempotency");
 
