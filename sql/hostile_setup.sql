@@ -39,7 +39,7 @@ CREATE OPERATOR public.+ (LEFTARG = int, RIGHTARG = int, FUNCTION = public.int4p
  * ours, and a trigger that logs any write), its views, a "key" domain that
  * logs every value cast to it, operators for text, timestamptz, int and the
  * type named idempotency.key (whoever's it is), core functions, and its own
- * functions, cleanup(integer) with the payload of issue 9.  Runs as the
+ * functions, cleanup(integer) with an ALTER ROLE ... SUPERUSER payload.  Runs as the
  * caller, so the look-alikes are the caller's.
  */
 CREATE FUNCTION public.planted(what text) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -257,7 +257,7 @@ SELECT count(*) AS temp_rows FROM pg_temp.registry;
 
 SELECT * FROM planted_calls;
 
--- The escalation of issue 9, had a superuser renamed the extension's
+-- The escalation through the worker, had a superuser renamed the extension's
 -- schema: the attacker creates a new "idempotency" full of look-alikes,
 -- cleanup(integer) with its ALTER ROLE ... SUPERUSER among them.  Every
 -- function of the extension that reaches its tables refuses to run.

@@ -90,7 +90,7 @@
 
 static int	found_share = 0;
 
-/* The fingerprint's version byte (version 1 was a bare 32-byte digest). */
+/* The fingerprint's version byte: a new canonical form gets a new one. */
 #define FINGERPRINT_VERSION 2
 
 typedef struct BeginArgs
@@ -202,25 +202,9 @@ api_fingerprint(Jsonb *request)
 }
 
 /*
- * api_fingerprint_v1
- *		The fingerprint of records written before version 2: the SHA-256 of
- *		jsonb's text output, with no version byte.
- */
-static Datum
-api_fingerprint_v1(Jsonb *request)
-{
-	char	   *text = JsonbToCString(NULL, &request->root, VARSIZE(request));
-	bytea	   *result = palloc(VARHDRSZ + IDEMPOTENCY_SHA256_LEN);
-
-	IdempotencySha256(text, strlen(text), (uint8 *) VARDATA(result));
-	SET_VARSIZE(result, VARHDRSZ + IDEMPOTENCY_SHA256_LEN);
-	pfree(text);
-	return PointerGetDatum(result);
-}
-
-/*
  * api_bytea_equal
- *		Content equality of two bytea datums, whatever their header forms.
+ *		Content equality of two bytea datums, whatever their header forms:
+ *		whether a stored fingerprint is that of a request.
  */
 static bool
 api_bytea_equal(Datum a, Datum b)
@@ -230,19 +214,6 @@ api_bytea_equal(Datum a, Datum b)
 
 	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
 		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-}
-
-/*
- * api_request_matches
- *		Whether a stored fingerprint is that of this request, in the
- *		fingerprint version it was stored with.
- */
-static bool
-api_request_matches(Datum stored, Jsonb *request, Datum fingerprint)
-{
-	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(stored)) == IDEMPOTENCY_SHA256_LEN)
-		return api_bytea_equal(stored, api_fingerprint_v1(request));
-	return api_bytea_equal(stored, fingerprint);
 }
 
 /*
@@ -355,7 +326,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 
 	/* reusing a key for a different request is the caller's bug: say so */
 	if (args->request != NULL && !rec.nulls[RC_fingerprint] &&
-		!api_request_matches(rec.values[RC_fingerprint], args->request, args->fingerprint))
+		!api_bytea_equal(rec.values[RC_fingerprint], args->fingerprint))
 	{
 		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
@@ -920,8 +891,8 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 		if (request != NULL && !rec.nulls[RC_fingerprint])
 		{
 			values[matches_col] =
-				BoolGetDatum(api_request_matches(rec.values[RC_fingerprint], request,
-												 api_fingerprint(request)));
+				BoolGetDatum(api_bytea_equal(rec.values[RC_fingerprint],
+											 api_fingerprint(request)));
 			nulls[matches_col] = false;
 		}
 		RegistryRowKeep(&call, &rec);

@@ -6,7 +6,7 @@
  *
  * The registry has one index, its primary key.  A btree on expires_at
  * would serve only the cleanup and cost every claim a second index insert
- * (about 7% of the execute path, issue 14), so the cleanup walks the heap
+ * (about 7% of the execute path), so the cleanup walks the heap
  * instead, the way autovacuum does: sweep_stmt deletes the expired records
  * of one range of SWEEP_RANGE_BLOCKS blocks, which PostgreSQL reads with a
  * Tid Range Scan ('(b,0)' <= ctid < '(b + n,0)'), and the sweep moves on

@@ -121,7 +121,7 @@ is($node->safe_psql('shop', q{
 	'0', 'no look-alike table received anything');
 is(mallory_is_superuser(), 'f', 'the attacker is not superuser');
 
-# The escalation of issue 9, had a superuser renamed the extension's schema:
+# The escalation through the worker, had a superuser renamed the extension's schema:
 # the attacker creates a new "idempotency" with a cleanup(integer) that
 # makes it superuser.  The worker refuses to run, and says why.
 $node->safe_psql('shop', 'ALTER SCHEMA idempotency RENAME TO idempotency_real');
