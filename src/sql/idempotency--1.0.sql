@@ -985,6 +985,19 @@ COMMENT ON FUNCTION idempotency.record_transition() IS
 --
 
 /*
+ * The inbox's message ids: text, compared bytewise.  A type of its own so
+ * that under Citus the inbox's co-location group belongs to this type only:
+ * Citus puts a new table distributed by a column of some type into an
+ * existing group of that type by default, and a user's table distributed by
+ * a text column would land in the inbox's group (and then be refused, its
+ * collation differing).
+ */
+CREATE DOMAIN idempotency.message_id AS pg_catalog.text COLLATE pg_catalog."C";
+
+COMMENT ON DOMAIN idempotency.message_id IS
+'a message id in the inbox: text compared bytewise';
+
+/*
  * One entry per (owner, consumer, message id), kept for its ttl.  The
  * primary key leads with the message id for the same reason as the
  * registry's leads with the key.
@@ -992,7 +1005,7 @@ COMMENT ON FUNCTION idempotency.record_transition() IS
 CREATE TABLE idempotency.inbox (
 	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	consumer	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
-	message_id	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	message_id	idempotency.message_id NOT NULL,
 	received_at pg_catalog.timestamptz NOT NULL,
 	expires_at	pg_catalog.timestamptz NOT NULL,
 	CONSTRAINT inbox_pkey PRIMARY KEY (message_id, consumer, owner)
