@@ -194,9 +194,9 @@ SELECT idempotency.grant_usage('regress_hostile_user');
 SET ROLE regress_hostile_user;
 SELECT outcome, attempt AS h1 FROM idempotency.idempotent_begin('h1', request => '{"a": 1}') \gset
 SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
-SELECT outcome FROM idempotency.idempotent_begin('h1', wait => false);
+SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', wait => false);
 SELECT idempotency.idempotent_finish('h1', '{"ok": 1}', attempt => :h1);
-SELECT outcome FROM idempotency.idempotent_begin('h1');
+SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
 SELECT idempotency.idempotent_finish('h1', '{}');
 SELECT outcome, attempt AS h2 FROM idempotency.idempotent_begin('h2') \gset
 SELECT idempotency.idempotent_abandon('h2', attempt => :h2);
@@ -207,14 +207,14 @@ RESET ROLE;
 UPDATE idempotency.registry SET lease_until = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute', status = 'processing'
  WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
-SELECT outcome, attempt > :h1 AS newer, attempt AS h1b FROM idempotency.idempotent_begin('h1') \gset
+SELECT outcome, attempt > :h1 AS newer, attempt AS h1b FROM idempotency.idempotent_begin('h1', request => '{"a": 1}') \gset
 \echo :outcome :newer
 SELECT idempotency.idempotent_finish('h1', '{"taken over": true}', attempt => :h1b);
 RESET ROLE;
 UPDATE idempotency.registry SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
  WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
-SELECT outcome, attempt > :h1b AS newer FROM idempotency.idempotent_begin('h1');
+SELECT outcome, attempt > :h1b AS newer FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
 -- the inbox, tokens and key locks
 SELECT idempotency.inbox_receive('billing', 'm1'), idempotency.inbox_receive('billing', 'm1');
 SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m1', 'm2', 'm3', 'm2']);

@@ -104,8 +104,8 @@ SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 
 SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'b', wait => false);
 
 -- request fingerprints: requests equal as jsonb match (key order, duplicate
--- keys, number formatting: 1 = 1.0 = 1e0), a NULL request is not checked,
--- a different request is rejected
+-- keys, number formatting: 1 = 1.0 = 1e0); a different request is refused,
+-- and so is a call without a request (IK001, with a detail of its own)
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"a": 1, "b": [1, 2]}');
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"b": [1, 2], "a": 1}');
 SELECT outcome FROM idempotency.idempotent_begin('k-fp', request => '{"b": [1, 2], "a": 0, "a": 1}');

@@ -103,6 +103,83 @@ SELECT outcome FROM idempotency.idempotent_begin('k-huge-request', request => js
 SELECT fingerprint IS NOT NULL AS fingerprinted, octet_length(fingerprint) AS bytes
   FROM idempotency.registry WHERE key = 'k-huge-request';
 
+-- A call without a request against a record stored with one is refused
+-- (IK001): in autocommit, in a transaction, under a savepoint and in a
+-- PL/pgSQL EXCEPTION block whose other work commits; lookup() still reads
+-- the record.
+CREATE TABLE after_refusal (what text);
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}');
+SELECT idempotency.idempotent_finish('k-noreq', '{"refunded": 5}');
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq');
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq', defer_claim => true);
+ROLLBACK;
+BEGIN;
+SAVEPOINT a;
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq', wait => false);
+ROLLBACK TO SAVEPOINT a;
+INSERT INTO after_refusal VALUES ('savepoint');
+COMMIT;
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_begin('k-noreq');
+	EXCEPTION WHEN SQLSTATE 'IK001' THEN
+		RAISE NOTICE 'caught %', SQLSTATE;
+	END;
+	INSERT INTO after_refusal VALUES ('block');
+END $$;
+SELECT what FROM after_refusal ORDER BY what;
+SELECT found, status, response, request_matches FROM idempotency.lookup('k-noreq');
+SELECT outcome, response FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}');
+
+-- A finish repeated with the current attempt and the same answer (its
+-- first acknowledgement lost) returns the stored status; a different
+-- answer, or no attempt, is still IK003.  In every transaction context.
+SELECT attempt AS rf FROM idempotency.idempotent_begin('k-refinish') \gset
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1.0}', attempt => :rf, status_code => 201, body => 'b');
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201, body => 'b');
+BEGIN;
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201, body => 'b');
+SAVEPOINT a;
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201, body => 'b');
+RELEASE SAVEPOINT a;
+COMMIT;
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => a.attempt,
+										  status_code => 201, body => 'b')
+	  FROM idempotency.my_records AS a WHERE a.key = 'k-refinish';
+	RAISE NOTICE 'repeated finish accepted';
+END $$;
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 2}', attempt => :rf, status_code => 201, body => 'b');
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 200, body => 'b');
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201);
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201, body => 'b', failed => true);
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', status_code => 201, body => 'b');
+BEGIN;
+SAVEPOINT a;
+SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 2}', attempt => :rf);
+ROLLBACK TO SAVEPOINT a;
+INSERT INTO after_refusal VALUES ('refinish savepoint');
+COMMIT;
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_finish('k-refinish', '{"ok": 2}');
+	EXCEPTION WHEN SQLSTATE 'IK003' THEN
+		RAISE NOTICE 'caught %', SQLSTATE;
+	END;
+	INSERT INTO after_refusal VALUES ('refinish block');
+END $$;
+SELECT what FROM after_refusal WHERE what LIKE 'refinish%' ORDER BY what;
+SELECT status, response, status_code, body FROM idempotency.my_records WHERE key = 'k-refinish';
+-- a failure repeated the same way is accepted too
+SELECT attempt AS rf2 FROM idempotency.idempotent_begin('k-refail') \gset
+SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
+SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
+DROP TABLE after_refusal;
+
 -- nothing above left a half-written record
 SELECT key, status FROM idempotency.my_records ORDER BY key;
 

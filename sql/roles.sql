@@ -25,7 +25,7 @@ RESET ROLE;
 SET ROLE regress_alice;
 SELECT outcome FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
 SELECT idempotency.idempotent_finish('shared-key', '{"secret": "alice''s card"}');
-SELECT outcome, response FROM idempotency.idempotent_begin('shared-key');
+SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
 SELECT key, status, response FROM idempotency.my_records;
 -- no direct access to the table
 SELECT * FROM idempotency.registry;

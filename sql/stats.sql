@@ -9,7 +9,7 @@ SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
 SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
 SELECT idempotency.idempotent_begin('s1', request => '{"a": 2}');
 SELECT idempotency.idempotent_finish('s1', '{}');
-SELECT outcome FROM idempotency.idempotent_begin('s1');
+SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
 SELECT outcome FROM idempotency.idempotent_begin('s2', lease => '1 minute');
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 's2';
 SELECT outcome FROM idempotency.idempotent_begin('s2');

@@ -324,9 +324,15 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		return true;
 	}
 
-	/* reusing a key for a different request is the caller's bug: say so */
-	if (args->request != NULL && !rec.nulls[RC_fingerprint] &&
-		!api_bytea_equal(rec.values[RC_fingerprint], args->fingerprint))
+	/*
+	 * Reusing a key for a different request is the caller's bug: say so.  A
+	 * call without a request against a record stored with one is such a
+	 * reuse too (a refund's key reused for a charge): replaying the record to
+	 * it would hand one request's answer to another.
+	 */
+	if (!rec.nulls[RC_fingerprint] &&
+		(args->request == NULL ||
+		 !api_bytea_equal(rec.values[RC_fingerprint], args->fingerprint)))
 	{
 		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
 		ereport(ERROR,
@@ -334,6 +340,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
 						IdempotencyKeyDisplay(args->key),
 						TextDatumGetCString(args->scope)),
+				 args->request == NULL ?
+				 errdetail("The key's record was stored with a request, and this call passes none.") : 0,
+				 args->request == NULL ?
+				 errhint("Pass the same request, or read the record with lookup().") :
 				 errhint("Use a new key for a new request.")));
 	}
 
@@ -625,12 +635,38 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 }
 
 /*
+ * api_same_answer
+ *		Whether a finished record holds exactly this answer: the same status,
+ *		response (equal as jsonb), status code and body.
+ */
+static bool
+api_same_answer(const RegistryRow *rec, const RegistryAnswer *answer)
+{
+	Datum		response = RegistryRowGet(rec, RC_response);
+	Datum		body = RegistryRowGet(rec, RC_body);
+
+	if (rec->status != (answer->failed ? RS_FAILED : RS_COMPLETED) ||
+		DatumGetInt32(RegistryRowGet(rec, RC_status_code)) != answer->status_code ||
+		(response == (Datum) 0) != (answer->response == (Datum) 0) ||
+		(body == (Datum) 0) != (answer->body == (Datum) 0))
+		return false;
+	if (response != (Datum) 0 &&
+		!DatumGetBool(DirectFunctionCall2(jsonb_eq, response, answer->response)))
+		return false;
+	return body == (Datum) 0 || api_bytea_equal(body, answer->body);
+}
+
+/*
  * api_explain_miss
  *		finish or abandon changed no row: read the record and report why,
- *		with the SQLSTATE that tells the caller what to do about it.
+ *		with the SQLSTATE that tells the caller what to do about it.  A
+ *		finish that was already done, with the same attempt and the same
+ *		answer (a retry whose first acknowledgement was lost), is no error:
+ *		it returns.
  */
 static void
-api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
+api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
+				 const RegistryAnswer *answer)
 {
 	RegistryRow rec;
 	int32		current;
@@ -672,11 +708,18 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
 	if (rec.status != RS_PROCESSING)
+	{
+		/* the same finish again, its acknowledgement lost: done already */
+		if (answer != NULL && attempt.given && api_same_answer(&rec, answer))
+			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
 						keystr, scopestr),
-				 errdetail("Its status is \"%s\".", RegistryStatusName(rec.status))));
+				 errdetail("Its status is \"%s\".", RegistryStatusName(rec.status)),
+				 answer != NULL && attempt.given ?
+				 errhint("A finish repeated with the same attempt and the same answer returns the stored status; this one differs.") : 0));
+	}
 
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,
@@ -744,7 +787,7 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 	else
 		ended = RegistryAbandon(&call, scope, key, attempt);
 	if (!ended)
-		api_explain_miss(&call, scope, key, attempt);
+		api_explain_miss(&call, scope, key, attempt, answer);
 
 	SqlCallEnd(&call);
 	IdempotencyCount(answer != NULL ? STAT_FINISH : STAT_ABANDON, 1);
