@@ -13,7 +13,7 @@ OBJS = \
 	src/utils.o \
 	src/registry.o \
 	src/registry_api.o \
-	src/deferred.o \
+	src/xactclaims.o \
 	src/cleanup.o \
 	src/sweep.o \
 	src/shmem.o \

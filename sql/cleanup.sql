@@ -24,7 +24,7 @@ SELECT count(*) AS live_left FROM idempotency.registry WHERE key::text LIKE 'liv
 -- next claim of the key takes its attempt from the clock, which must be past
 -- every attempt the record had
 SELECT attempt AS fresh_attempt FROM idempotency.idempotent_begin('fresh') \gset
-SELECT idempotency.idempotent_abandon('fresh');
+SELECT idempotency.idempotent_abandon('fresh', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'fresh' AND r.scope = ''));
 SELECT idempotency.cleanup();
 SELECT status FROM idempotency.registry WHERE key = 'fresh';
 UPDATE idempotency.registry SET attempt = attempt - 2 WHERE key = 'fresh';

@@ -111,11 +111,11 @@ SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd7';
 
 -- an expired or abandoned record is claimed the ordinary way (written at begin)
 SELECT outcome FROM idempotency.idempotent_begin('d8');
-SELECT idempotency.idempotent_abandon('d8');
+SELECT idempotency.idempotent_abandon('d8', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'd8' AND r.scope = ''));
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d8', defer_claim => true);
 SELECT status FROM idempotency.registry WHERE key = 'd8';
-SELECT idempotency.idempotent_finish('d8', '"reclaimed"');
+SELECT idempotency.idempotent_finish('d8', '"reclaimed"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'd8' AND r.scope = ''));
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('d8');
 

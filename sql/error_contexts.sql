@@ -44,7 +44,7 @@ GRANT SELECT, INSERT ON ec_log TO regress_ec_nobody;
 --
 -- a finished record, a live claim, a seen message, tokens
 SELECT outcome FROM idempotency.idempotent_begin('ec-done', request => '{"n": 1}');
-SELECT idempotency.idempotent_finish('ec-done', '{"done": true}');
+SELECT idempotency.idempotent_finish('ec-done', '{"done": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'ec-done' AND r.scope = ''));
 SELECT outcome FROM idempotency.idempotent_begin('ec-live', lease => '1 hour');
 SELECT idempotency.inbox_receive('ec', 'seen');
 CREATE TABLE ec_tokens (name text PRIMARY KEY, token idempotency.key);

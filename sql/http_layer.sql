@@ -9,22 +9,23 @@ SET search_path = public;
 -- (JSON whose key order jsonb would change, bytes that are not text at all)
 SELECT outcome FROM idempotency.idempotent_begin('h-bytes');
 SELECT idempotency.idempotent_finish('h-bytes', NULL, status_code => 201,
-		body => convert_to('{"z": 1, "a": 2, "a": 3}', 'UTF8') || '\x00ff0d0a'::bytea);
+		body => convert_to('{"z": 1, "a": 2, "a": 3}', 'UTF8') || '\x00ff0d0a'::bytea,
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-bytes' AND r.scope = ''));
 SELECT outcome, status, response, status_code, body,
        body = convert_to('{"z": 1, "a": 2, "a": 3}', 'UTF8') || '\x00ff0d0a'::bytea AS same_bytes
   FROM idempotency.idempotent_begin('h-bytes');
 
 -- response, status code and body together; a failure with its status code
 SELECT outcome FROM idempotency.idempotent_begin('h-all');
-SELECT idempotency.idempotent_finish('h-all', '{"id": 1}', status_code => 200, body => '\x7b7d');
+SELECT idempotency.idempotent_finish('h-all', '{"id": 1}', status_code => 200, body => '\x7b7d', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-all' AND r.scope = ''));
 SELECT outcome, response, status_code, body FROM idempotency.idempotent_begin('h-all');
 SELECT outcome FROM idempotency.idempotent_begin('h-declined');
-SELECT idempotency.idempotent_finish('h-declined', '{"error": "card_declined"}', failed => true, status_code => 402);
+SELECT idempotency.idempotent_finish('h-declined', '{"error": "card_declined"}', failed => true, status_code => 402, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-declined' AND r.scope = ''));
 SELECT outcome, status, response, status_code FROM idempotency.idempotent_begin('h-declined');
 
 -- no JSON response at all (a 204): allowed, replays as NULL
 SELECT outcome FROM idempotency.idempotent_begin('h-204');
-SELECT idempotency.idempotent_finish('h-204', NULL, status_code => 204);
+SELECT idempotency.idempotent_finish('h-204', NULL, status_code => 204, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-204' AND r.scope = ''));
 SELECT outcome, response IS NULL AS no_response, status_code, body IS NULL AS no_body
   FROM idempotency.idempotent_begin('h-204');
 
@@ -43,7 +44,7 @@ SELECT status FROM idempotency.my_records WHERE key = 'h-bad';
 -- expiry counted from completion: finish(ttl => ...) sets the record to
 -- expire that long after the finish
 SELECT outcome FROM idempotency.idempotent_begin('h-ttl', ttl => '1 hour');
-SELECT idempotency.idempotent_finish('h-ttl', '{}', ttl => '7 days');
+SELECT idempotency.idempotent_finish('h-ttl', '{}', ttl => '7 days', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-ttl' AND r.scope = ''));
 SELECT expires_at BETWEEN now() + interval '7 days' - interval '1 minute'
                       AND now() + interval '7 days' + interval '1 minute' AS seven_days
   FROM idempotency.my_records WHERE key = 'h-ttl';
@@ -70,7 +71,7 @@ SELECT request_matches FROM idempotency.lookup('h-all', request => '{}');
 SELECT found FROM idempotency.lookup('h-fresh');
 SELECT outcome FROM idempotency.idempotent_begin('h-fresh');
 -- abandoned and expired records are not found
-SELECT idempotency.idempotent_abandon('h-fresh');
+SELECT idempotency.idempotent_abandon('h-fresh', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-fresh' AND r.scope = ''));
 SELECT found FROM idempotency.lookup('h-fresh');
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'h-ttl';
 SELECT found FROM idempotency.lookup('h-ttl');

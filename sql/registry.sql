@@ -71,24 +71,24 @@ SELECT outcome, status, response,
 SELECT attempt AS steps_attempt FROM idempotency.my_records WHERE key = 'k-steps' \gset
 -- begin again while the claim's lease runs: in_progress, the same attempt
 SELECT outcome, status, response, attempt = :steps_attempt AS same_attempt FROM idempotency.idempotent_begin('k-steps');
-SELECT idempotency.idempotent_finish('k-steps', '{"id": 7}');
+SELECT idempotency.idempotent_finish('k-steps', '{"id": 7}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-steps' AND r.scope = ''));
 SELECT outcome, status, response, attempt = :steps_attempt AS same_attempt, lease_until FROM idempotency.idempotent_begin('k-steps');
 
 -- a failure that must not run again replays like a success
 SELECT outcome FROM idempotency.idempotent_begin('k-failed');
-SELECT idempotency.idempotent_finish('k-failed', '{"error": "card declined"}', failed => true);
+SELECT idempotency.idempotent_finish('k-failed', '{"error": "card declined"}', failed => true, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-failed' AND r.scope = ''));
 SELECT outcome, status, response FROM idempotency.idempotent_begin('k-failed');
 
 -- a NULL response is allowed and replays as NULL
 SELECT outcome FROM idempotency.idempotent_begin('k-null');
-SELECT idempotency.idempotent_finish('k-null', NULL);
+SELECT idempotency.idempotent_finish('k-null', NULL, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-null' AND r.scope = ''));
 SELECT outcome, status, response IS NULL AS no_response FROM idempotency.idempotent_begin('k-null');
 
 -- abandon: a retryable failure; the next begin executes again, with a new
 -- attempt (an abandoned claim is kept as "abandoned" so that its number is
 -- never issued again)
 SELECT outcome, attempt AS ab1 FROM idempotency.idempotent_begin('k-abandon') \gset
-SELECT idempotency.idempotent_abandon('k-abandon');
+SELECT idempotency.idempotent_abandon('k-abandon', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-abandon' AND r.scope = ''));
 SELECT status, expired FROM idempotency.my_records WHERE key = 'k-abandon';
 SELECT outcome, attempt > :ab1 AS newer, attempt AS ab2 FROM idempotency.idempotent_begin('k-abandon') \gset
 \echo :outcome :newer
@@ -99,7 +99,7 @@ SELECT outcome, attempt > :ab2 AS newer FROM idempotency.idempotent_begin('k-aba
 -- scopes keep equal keys apart
 SELECT outcome FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
 SELECT outcome FROM idempotency.idempotent_begin('k-scoped', scope => 'b');
-SELECT idempotency.idempotent_finish('k-scoped', '"in a"', scope => 'a');
+SELECT idempotency.idempotent_finish('k-scoped', '"in a"', scope => 'a', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-scoped' AND r.scope = 'a'));
 SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'a');
 SELECT outcome, response FROM idempotency.idempotent_begin('k-scoped', scope => 'b', wait => false);
 
@@ -148,13 +148,13 @@ SELECT outcome, response, attempt = :l2 AS same FROM idempotency.idempotent_begi
 
 -- an expired record counts as absent, whether or not it has been cleaned
 SELECT outcome FROM idempotency.idempotent_begin('k-expired', request => '{"v": 1}');
-SELECT idempotency.idempotent_finish('k-expired', '"old"');
+SELECT idempotency.idempotent_finish('k-expired', '"old"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-expired' AND r.scope = ''));
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-expired';
 SELECT key, status, expired FROM idempotency.my_records WHERE key = 'k-expired';
 SELECT idempotency.idempotent_finish('k-expired', '"too late"');
 -- a new request under the expired key is fine: the old fingerprint is gone too
 SELECT outcome, status, response, attempt IS NOT NULL AS attempt FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
-SELECT idempotency.idempotent_finish('k-expired', '"new"');
+SELECT idempotency.idempotent_finish('k-expired', '"new"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-expired' AND r.scope = ''));
 SELECT outcome, response FROM idempotency.idempotent_begin('k-expired', request => '{"v": 2}');
 
 -- ttl and lease are honoured
@@ -195,7 +195,7 @@ INSERT INTO charges VALUES ('order:ORD1:pay', 'ORD1', 42.50);
 
 -- responses are replayed whole, however large (up to the limit)
 SELECT outcome FROM idempotency.idempotent_begin('k-big');
-SELECT idempotency.idempotent_finish('k-big', jsonb_build_object('blob', repeat('x', 500000)));
+SELECT idempotency.idempotent_finish('k-big', jsonb_build_object('blob', repeat('x', 500000)), attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-big' AND r.scope = ''));
 SELECT outcome, length(response->>'blob') FROM idempotency.idempotent_begin('k-big');
 
 -- my_records shows the caller's records
@@ -228,7 +228,7 @@ CREATE FUNCTION pg_temp.left_over(k text) RETURNS text[] LANGUAGE sql AS $$
 $$;
 -- an expired record claimed again
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', '{"a": 1}');
-SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old');
+SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 SELECT pg_temp.left_over('k-reset') AS finished_has;
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-reset';
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', ttl => '1 hour');
@@ -240,7 +240,7 @@ SELECT outcome, status, response, status_code, body
 SELECT found, status, response, status_code, body FROM idempotency.lookup('k-reset', 'http');
 SELECT status, response, status_code, body FROM idempotency.my_records WHERE key = 'k-reset';
 -- abandoned, then claimed again; abandoning writes no answer either
-SELECT idempotency.idempotent_abandon('k-reset', 'http');
+SELECT idempotency.idempotent_abandon('k-reset', 'http', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 SELECT pg_temp.left_over('k-reset') AS abandoned_has;
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');
 SELECT pg_temp.left_over('k-reset') AS reclaimed_has;
@@ -249,7 +249,7 @@ UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE 
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');
 SELECT pg_temp.left_over('k-reset') AS taken_over_has;
 -- a deferred claim of an expired record (claimed the ordinary way)
-SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old');
+SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-reset';
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', defer_claim => true);

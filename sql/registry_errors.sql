@@ -70,9 +70,9 @@ SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('never-claimed', '{}')
 
 -- finish twice, abandon after finish (IK003)
 SELECT outcome FROM idempotency.idempotent_begin('k-done');
-SELECT idempotency.idempotent_finish('k-done', '"first"');
-SELECT idempotency.idempotent_finish('k-done', '"second"');
-SELECT idempotency.idempotent_abandon('k-done');
+SELECT idempotency.idempotent_finish('k-done', '"first"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
+SELECT idempotency.idempotent_finish('k-done', '"second"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
+SELECT idempotency.idempotent_abandon('k-done', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-done', '{}')$$);
 SELECT response FROM idempotency.my_records WHERE key = 'k-done';
 
@@ -109,7 +109,7 @@ SELECT fingerprint IS NOT NULL AS fingerprinted, octet_length(fingerprint) AS by
 -- the record.
 CREATE TABLE after_refusal (what text);
 SELECT outcome FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}');
-SELECT idempotency.idempotent_finish('k-noreq', '{"refunded": 5}');
+SELECT idempotency.idempotent_finish('k-noreq', '{"refunded": 5}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-noreq' AND r.scope = ''));
 SELECT outcome FROM idempotency.idempotent_begin('k-noreq');
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('k-noreq', defer_claim => true);
@@ -179,6 +179,56 @@ SELECT attempt AS rf2 FROM idempotency.idempotent_begin('k-refail') \gset
 SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
 SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
 DROP TABLE after_refusal;
+
+-- Fencing is implied only inside the claim's own transaction: finishing or
+-- abandoning a claim committed earlier without its attempt is refused
+-- (IK006), in every transaction context, and a stale worker can no longer
+-- overwrite the new owner's answer by leaving the attempt out.
+CREATE TABLE after_ik006 (what text);
+SELECT attempt AS f1 FROM idempotency.idempotent_begin('k-fence', lease => '1 minute') \gset
+SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
+SELECT idempotency.idempotent_abandon('k-fence');
+BEGIN;
+SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
+ROLLBACK;
+BEGIN;
+SAVEPOINT a;
+SELECT idempotency.idempotent_abandon('k-fence');
+ROLLBACK TO SAVEPOINT a;
+INSERT INTO after_ik006 VALUES ('savepoint');
+COMMIT;
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
+	EXCEPTION WHEN SQLSTATE 'IK006' THEN
+		RAISE NOTICE 'caught %', SQLSTATE;
+	END;
+	INSERT INTO after_ik006 VALUES ('block');
+END $$;
+SELECT what FROM after_ik006 ORDER BY what;
+-- the lease runs out, another worker takes the claim over: the old worker's
+-- finish without an attempt is refused, and the new owner's answer stands
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-fence';
+SELECT outcome, attempt > :f1 AS newer, attempt AS f2 FROM idempotency.idempotent_begin('k-fence') \gset
+\echo :outcome :newer
+SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
+SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}', attempt => $$ || :f1 || ')');
+SELECT idempotency.idempotent_finish('k-fence', '{"by": "new worker"}', attempt => :f2);
+SELECT status, response FROM idempotency.my_records WHERE key = 'k-fence';
+-- inside the claim's transaction the attempt is implied, also from a
+-- released savepoint; a claim rolled back with its savepoint is no claim
+BEGIN;
+SAVEPOINT a;
+SELECT outcome FROM idempotency.idempotent_begin('k-own');
+RELEASE SAVEPOINT a;
+SELECT idempotency.idempotent_finish('k-own', '"mine"');
+SAVEPOINT b;
+SELECT outcome FROM idempotency.idempotent_begin('k-gone');
+ROLLBACK TO SAVEPOINT b;
+SELECT idempotency.idempotent_abandon('k-gone');
+ROLLBACK;
+DROP TABLE after_ik006;
 
 -- nothing above left a half-written record
 SELECT key, status FROM idempotency.my_records ORDER BY key;

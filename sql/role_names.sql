@@ -18,7 +18,7 @@ CREATE VIEW owned AS
 
 SET ROLE regress_carol;
 SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
-SELECT idempotency.idempotent_finish('order-1', '{"charged": 10}', 'pay');
+SELECT idempotency.idempotent_finish('order-1', '{"charged": 10}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
 SELECT idempotency.inbox_receive('billing', 'msg-1');
 SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
 RESET ROLE;
@@ -44,7 +44,7 @@ SELECT idempotency.forget_role('regress_carol');
 SELECT * FROM owned ORDER BY 1, 2, 3;
 SET ROLE regress_carol;
 SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
-SELECT idempotency.idempotent_abandon('order-1', 'pay');
+SELECT idempotency.idempotent_abandon('order-1', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
 RESET ROLE;
 SELECT idempotency.forget_role('regress_never_existed');
 
@@ -52,7 +52,7 @@ SELECT idempotency.forget_role('regress_never_existed');
 -- renamed role no longer sees them, and a new role given the old name does
 SET ROLE regress_dave;
 SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
-SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay');
+SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-2' AND r.scope = 'pay'));
 SELECT outcome FROM idempotency.idempotent_begin('order-3', 'pay');   -- a live claim
 SELECT idempotency.inbox_receive('billing', 'msg-2');
 SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
@@ -74,7 +74,7 @@ SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
 SELECT * FROM owned ORDER BY 1, 2, 3;
 SET ROLE regress_dave_renamed;
 SELECT outcome, response FROM idempotency.idempotent_begin('order-2', 'pay');
-SELECT idempotency.idempotent_finish('order-3', '{"charged": 30}', 'pay');
+SELECT idempotency.idempotent_finish('order-3', '{"charged": 30}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-3' AND r.scope = 'pay'));
 SELECT idempotency.inbox_receive('billing', 'msg-2') AS first_time;
 SELECT key, status, response FROM idempotency.my_records ORDER BY key;
 RESET ROLE;

@@ -24,7 +24,7 @@ RESET ROLE;
 -- alice claims and finishes a key
 SET ROLE regress_alice;
 SELECT outcome FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
-SELECT idempotency.idempotent_finish('shared-key', '{"secret": "alice''s card"}');
+SELECT idempotency.idempotent_finish('shared-key', '{"secret": "alice''s card"}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
 SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
 SELECT key, status, response FROM idempotency.my_records;
 -- no direct access to the table
@@ -39,7 +39,7 @@ RESET ROLE;
 SET ROLE regress_bob;
 SELECT key, status FROM idempotency.my_records;
 SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "bob"}');
-SELECT idempotency.idempotent_finish('shared-key', '{"bob": true}');
+SELECT idempotency.idempotent_finish('shared-key', '{"bob": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
 -- bob cannot finish or abandon alice's claim: for him it does not exist
 RESET ROLE;
 SET ROLE regress_alice;

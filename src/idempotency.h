@@ -27,13 +27,15 @@
 
 /*
  * Custom SQLSTATEs, class "IK" (idempotency key).  An HTTP layer maps them as
- * the README's table says: IK001 -> 422, IK002/IK003/IK004 -> 409.
+ * the README's table says: IK001 -> 422, IK002/IK003/IK004 -> 409, IK005 ->
+ * 403, IK006 -> 500 (the handler's own bug).
  */
 #define ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH	MAKE_SQLSTATE('I','K','0','0','1')
 #define ERRCODE_IDEMPOTENCY_NO_CLAIM			MAKE_SQLSTATE('I','K','0','0','2')
 #define ERRCODE_IDEMPOTENCY_ALREADY_FINISHED	MAKE_SQLSTATE('I','K','0','0','3')
 #define ERRCODE_IDEMPOTENCY_STALE_ATTEMPT		MAKE_SQLSTATE('I','K','0','0','4')
 #define ERRCODE_IDEMPOTENCY_TOKEN_REFUSED		MAKE_SQLSTATE('I','K','0','0','5')
+#define ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED	MAKE_SQLSTATE('I','K','0','0','6')
 
 /*
  * Custom SQLSTATEs, class "IS" (idempotency state machine): IS001 -> 409.

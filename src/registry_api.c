@@ -57,13 +57,13 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
-#include "deferred.h"
 #include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
 #include "stats.h"
 #include "tokens.h"
 #include "utils.h"
+#include "xactclaims.h"
 
 /* How often a claim is retried when concurrent changes keep moving the record. */
 #define BEGIN_MAX_TRIES 10
@@ -218,13 +218,16 @@ api_bytea_equal(Datum a, Datum b)
 
 /*
  * begin_execute
- *		The answer for a claim that is now ours: the claim as written.
+ *		The answer for a claim that is now ours: the claim as written (or to
+ *		be written by its finish, if deferred), remembered as this
+ *		transaction's.
  */
 static void
-begin_execute(BeginResult *result, const RegistryRow *claim)
+begin_execute(BeginResult *result, const RegistryRow *claim, bool deferred)
 {
 	result->outcome = "execute";
 	result->rec = *claim;
+	XactClaimAdd(claim, deferred);
 }
 
 /*
@@ -241,6 +244,34 @@ begin_found(bool found)
 		elog(DEBUG2, "idempotent_begin now %s",
 			 read_first ? "claims first: most recent begins found no record of their key" :
 			 "reads first: most recent begins found a record of their key");
+}
+
+/*
+ * begin_check_request
+ *		Reusing a key for a different request is the caller's bug: say so.  A
+ *		call without a request against a record stored with one is such a
+ *		reuse too (a refund's key reused for a charge): replaying the record
+ *		to it would hand one request's answer to another.
+ */
+static void
+begin_check_request(BeginArgs *args, const RegistryRow *rec)
+{
+	if (!rec->nulls[RC_fingerprint] &&
+		(args->request == NULL ||
+		 !api_bytea_equal(rec->values[RC_fingerprint], args->fingerprint)))
+	{
+		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
+						IdempotencyKeyDisplay(args->key),
+						TextDatumGetCString(args->scope)),
+				 args->request == NULL ?
+				 errdetail("The key's record was stored with a request, and this call passes none.") : 0,
+				 args->request == NULL ?
+				 errhint("Pass the same request, or read the record with lookup().") :
+				 errhint("Use a new key for a new request.")));
+	}
 }
 
 /*
@@ -268,19 +299,20 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
 	RegistryRow claim;
 	RegistryRow rec;
-	DeferredClaim *mine;
+	XactClaim  *mine;
 	bool		read_first = args->defer_claim || found_share > FOUND_SHARE_READ_FIRST;
 
 	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
 					 args->lease_until, args->expires_at);
 
 	/*
-	 * This very transaction holds a deferred claim of the key (whatever mode
-	 * this begin is in): in_progress, as for a written claim of its own.
+	 * This very transaction holds a claim of the key (deferred or written,
+	 * whatever mode this begin is in): in_progress.
 	 */
-	mine = DeferredClaimFind(call->owner, args->scope, args->key);
+	mine = XactClaimFind(call->owner, args->scope, args->key);
 	if (mine != NULL)
 	{
+		begin_check_request(args, &mine->row);
 		result->outcome = "in_progress";
 		result->rec = mine->row;
 		return true;
@@ -290,7 +322,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	{
 		/* the common case: nobody has this key, the claim is ours */
 		begin_found(false);
-		begin_execute(result, &claim);
+		begin_execute(result, &claim, false);
 		return true;
 	}
 
@@ -302,14 +334,13 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 			if (!read_first || !RegistryInsertClaim(call, &claim))
 				return false;	/* deleted since, or claimed since the read */
 			begin_found(false);
-			begin_execute(result, &claim);
+			begin_execute(result, &claim, false);
 			return true;
 		}
 
 		/* nobody has this key: the claim is ours, written by finish */
 		begin_found(false);
-		DeferredClaimAdd(&claim);
-		begin_execute(result, &claim);
+		begin_execute(result, &claim, true);
 		return true;
 	}
 
@@ -320,32 +351,11 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	{
 		if (!RegistryReclaim(call, &claim))
 			return false;
-		begin_execute(result, &claim);
+		begin_execute(result, &claim, false);
 		return true;
 	}
 
-	/*
-	 * Reusing a key for a different request is the caller's bug: say so.  A
-	 * call without a request against a record stored with one is such a
-	 * reuse too (a refund's key reused for a charge): replaying the record to
-	 * it would hand one request's answer to another.
-	 */
-	if (!rec.nulls[RC_fingerprint] &&
-		(args->request == NULL ||
-		 !api_bytea_equal(rec.values[RC_fingerprint], args->fingerprint)))
-	{
-		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH),
-				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
-						IdempotencyKeyDisplay(args->key),
-						TextDatumGetCString(args->scope)),
-				 args->request == NULL ?
-				 errdetail("The key's record was stored with a request, and this call passes none.") : 0,
-				 args->request == NULL ?
-				 errhint("Pass the same request, or read the record with lookup().") :
-				 errhint("Use a new key for a new request.")));
-	}
+	begin_check_request(args, &rec);
 
 	if (rec.status != RS_PROCESSING)
 	{
@@ -367,7 +377,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	/* the lease ran out: the work may have partly happened; take it over */
 	if (!RegistryTakeover(call, &claim))
 		return false;
-	begin_execute(result, &claim);
+	begin_execute(result, &claim, false);
 	result->takeover = true;
 	return true;
 }
@@ -721,6 +731,15 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 				 errhint("A finish repeated with the same attempt and the same answer returns the stored status; this one differs.") : 0));
 	}
 
+	/* a claim committed in an earlier transaction is ended by its attempt */
+	if (!attempt.given)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed in an earlier transaction",
+						keystr, scopestr),
+				 errdetail("Outside the transaction that took a claim, finishing or abandoning it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner's answer."),
+				 errhint("Pass attempt => the attempt that idempotent_begin returned.")));
+
 	/* the row changed between the two statements; report it as retryable */
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -729,12 +748,12 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 }
 
 /*
- * api_deferred_attempt
- *		finish or abandon of this transaction's deferred claim named an
- *		attempt: it must be the claim's.
+ * api_own_attempt
+ *		finish or abandon of this transaction's claim named an attempt: it
+ *		must be the claim's.
  */
 static void
-api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
+api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
 {
 	int32		current = DatumGetInt32(claim->row.values[RC_attempt]);
 
@@ -745,49 +764,56 @@ api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
 						attempt.value,
 						TextDatumGetCString(claim->row.values[RC_key]),
 						TextDatumGetCString(claim->row.values[RC_scope])),
-				 errdetail("This transaction's deferred claim of the key is attempt %d.",
+				 errdetail("This transaction's claim of the key is attempt %d.",
 						   current)));
 }
 
 /*
  * api_end_claim
  *		What finish (with an answer) and abandon (answer NULL) share: end the
- *		caller's live claim of the key, the deferred one of this transaction
- *		if there is one, or explain why there is none.  ttl, if not 0, is a
- *		new lifetime for the finished record, counted from now.
+ *		caller's live claim of the key, or explain why there is none.  ttl,
+ *		if not 0, is a new lifetime for the finished record, counted from now.
  *
- * A deferred claim's finish writes the whole record now; a duplicate request
- * that raced past its begin and committed first makes it a serialization
- * failure (RegistryInsertFinished).  A deferred claim's abandon only forgets
- * it: nothing was written.
+ * A claim this transaction took is ended fenced by its own attempt, named
+ * or not.  Any other is ended only by the attempt the caller names
+ * (api_explain_miss says so).  A deferred claim's finish writes the whole
+ * record now; a duplicate request that raced past its begin and committed
+ * first makes it a serialization failure (RegistryInsertFinished).  A
+ * deferred claim's abandon only forgets it: nothing was written.
  */
 static void
 api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 			  RegistryAnswer *answer, Datum ttl)
 {
 	SqlCall		call;
-	DeferredClaim *deferred;
-	bool		ended;
+	XactClaim  *mine;
+	bool		ended = false;
 
 	SqlCallBegin(&call);
 	if (ttl != (Datum) 0)
 		answer->expires_at = IdempotencyAddPositive(call.now, ttl, "ttl");
 
-	deferred = DeferredClaimFind(call.owner, scope, key);
-	if (deferred != NULL)
+	mine = XactClaimFind(call.owner, scope, key);
+	if (mine != NULL)
 	{
-		api_deferred_attempt(deferred, attempt);
+		api_own_attempt(mine, attempt);
+		attempt.given = true;
+		attempt.value = DatumGetInt32(mine->row.values[RC_attempt]);
+	}
+	if (mine != NULL && mine->deferred)
+	{
 		if (answer != NULL)
-			RegistryInsertFinished(&call, &deferred->row, answer);
-		DeferredClaimEnd(deferred);
+			RegistryInsertFinished(&call, &mine->row, answer);
 		ended = true;
 	}
-	else if (answer != NULL)
-		ended = RegistryFinish(&call, scope, key, answer, attempt);
-	else
-		ended = RegistryAbandon(&call, scope, key, attempt);
+	else if (attempt.given)
+		ended = answer != NULL ?
+			RegistryFinish(&call, scope, key, answer, attempt) :
+			RegistryAbandon(&call, scope, key, attempt);
 	if (!ended)
 		api_explain_miss(&call, scope, key, attempt, answer);
+	if (mine != NULL)
+		XactClaimEnd(mine);
 
 	SqlCallEnd(&call);
 	IdempotencyCount(answer != NULL ? STAT_FINISH : STAT_ABANDON, 1);

@@ -21,8 +21,10 @@ $node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 # A committed result, an open claim, and a claim whose transaction is still
 # running when the server dies.
 $node->safe_psql('postgres', q{
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}');
 	SELECT idempotency.idempotent_finish('paid', '{"charged": 10}');
+	COMMIT;
 });
 my $open_attempt = $node->safe_psql('postgres',
 	q{SELECT attempt FROM idempotency.idempotent_begin('open')});
@@ -73,8 +75,10 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE regress_app;
 	SELECT idempotency.grant_usage('regress_app');
 	SET ROLE regress_app;
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('app-key', scope => 'orders');
 	SELECT idempotency.idempotent_finish('app-key', '{"order": 1}', scope => 'orders');
+	COMMIT;
 });
 $node->safe_psql('postgres', q{
 	SELECT idempotency.define_state_machine('order_status', '{"created": ["paid"], "paid": []}');

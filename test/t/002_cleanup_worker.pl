@@ -31,10 +31,12 @@ sub make_records
 {
 	my ($db, $prefix, $n, $expired) = @_;
 	$node->safe_psql($db, qq{
+		BEGIN;
 		SELECT count(idempotency.idempotent_begin(('$prefix-' || i)::idempotency.key, ttl => '1 hour'))
 		  FROM generate_series(1, $n) AS i;
 		SELECT count(idempotency.idempotent_finish(('$prefix-' || i)::idempotency.key, '{}'))
 		  FROM generate_series(1, $n) AS i;
+		COMMIT;
 	});
 	$node->safe_psql($db, qq{
 		UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60
@@ -60,7 +62,8 @@ $node->safe_psql('postgres',
 my $expiry = $node->safe_psql('postgres',
 	q{SELECT expires_at FROM idempotency.registry WHERE key = 'held-1'});
 my $holder = $node->background_psql('postgres');
-$holder->query_safe(q{BEGIN; SELECT idempotency.idempotent_finish('held-1', '{"late": true}')});
+$holder->query_safe(q{BEGIN; SELECT idempotency.idempotent_finish('held-1', '{"late": true}',
+	attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'held-1'))});
 
 make_records('postgres', 'old', 350, 1);
 ok($node->poll_query_until('postgres',

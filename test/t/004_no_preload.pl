@@ -14,8 +14,10 @@ $node->start;
 
 $node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 is($node->safe_psql('postgres', q{
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('k');
 	SELECT idempotency.idempotent_finish('k', '{"ok": true}');
+	COMMIT;
 	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('k');
 }), "execute\ncompleted\nreplay {\"ok\": true}", 'begin, finish and replay work without preloading');
 
@@ -48,10 +50,16 @@ $node->safe_psql('postgres',
 is($node->safe_psql('postgres', 'SELECT idempotency.cleanup()'), '1',
 	'cleanup() by hand is the way to remove expired records');
 
-# the hint at grant_usage() comes from the library: not preloaded, it is
-# there only if something loaded the library before core's permission check
-# (here the key's input function, for a key passed to idempotent_begin)
-$node->safe_psql('postgres', 'CREATE ROLE regress_stranger LOGIN');
+# the hint at grant_usage() (idempotency.permission_hints) comes from the
+# library: not preloaded, it is there only if something loaded the library
+# before core's permission check (here the key's input function, for a key
+# passed to idempotent_begin)
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_stranger LOGIN;
+	LOAD 'idempotency';
+	ALTER SYSTEM SET idempotency.permission_hints = on;
+	SELECT pg_reload_conf();
+});
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.issue_token()},
 	extra_params => ['-U', 'regress_stranger']);
 like($err, qr/permission denied for function issue_token/, 'an ungranted role is refused');

@@ -21,8 +21,10 @@ $old->append_conf('postgresql.conf', $settings);
 $old->start;
 $old->safe_psql('postgres', q{
 	CREATE EXTENSION idempotency;
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}');
 	SELECT idempotency.idempotent_finish('paid', '{"charged": 10}');
+	COMMIT;
 	SELECT idempotency.define_state_machine('order_status', '{"created": ["paid"], "paid": []}');
 });
 $old->stop;

@@ -64,8 +64,8 @@ check('begin, wait => false',
 		q{SELECT idempotency.idempotent_begin('k3', wait => false)}));
 $node->safe_psql('postgres', q{SELECT idempotency.idempotent_begin('k4')});
 check('finish',
-	in_rr(q{SELECT idempotency.idempotent_finish('k4', '{}')},
-		q{SELECT idempotency.idempotent_finish('k4', '{}')}));
+	in_rr(q{SELECT idempotency.idempotent_finish('k4', '{}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k4'))},
+		q{SELECT idempotency.idempotent_finish('k4', '{}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k4'))}));
 check('inbox_receive',
 	in_rr(q{SELECT idempotency.inbox_receive('c', 'm1')},
 		q{SELECT idempotency.inbox_receive('c', 'm1')}));

@@ -60,10 +60,12 @@ $old->safe_psql('postgres', q{
 	UPDATE public.orders SET status = 'paid' WHERE id = 1;
 
 	SET ROLE app;
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('done', 'pay', '{"amount": 10}');
 	SELECT idempotency.idempotent_finish('done', '{"charged": 10}', 'pay');
 	SELECT outcome FROM idempotency.idempotent_begin('failed', 'pay', '{"amount": 20}');
 	SELECT idempotency.idempotent_finish('failed', '{"error": "declined"}', 'pay', failed => true);
+	COMMIT;
 	SELECT outcome FROM idempotency.idempotent_begin('held', 'pay', lease => '1 hour');
 	SELECT idempotency.inbox_receive('billing', 'msg-1');
 	SELECT count(*) FROM idempotency.inbox_receive_batch('billing', ARRAY['msg-2', 'msg-3']);

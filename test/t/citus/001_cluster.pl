@@ -139,8 +139,10 @@ $coord->safe_psql('postgres', q{
 	CREATE ROLE app_before LOGIN;
 	SELECT idempotency.grant_usage('app_before');
 	SET ROLE app_before;
+	BEGIN;
 	SELECT idempotency.idempotent_begin('from-before');
 	SELECT idempotency.idempotent_finish('from-before', '{"kept": true}');
+	COMMIT;
 	RESET ROLE;
 	SELECT idempotency.define_state_machine('order_status',
 		'{"created": ["paying", "cancelled"], "paying": ["paid", "cancelled"], "paid": []}');
@@ -243,12 +245,15 @@ for my $role (qw(app_before app_after))
 		SET ROLE $role;
 		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
 		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
-		SELECT idempotency.idempotent_finish('$role-direct', '{"done": 1}');
-		SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$role-direct');
+		SELECT idempotency.idempotent_finish('$role-direct', '{"done": 1}',
+			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-direct'));
+		SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
 		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned');
-		SELECT idempotency.idempotent_abandon('$role-abandoned');
+		SELECT idempotency.idempotent_abandon('$role-abandoned',
+			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-abandoned'));
 		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned');
-		SELECT idempotency.idempotent_finish('$role-abandoned', '{"error": "declined"}', failed => true);
+		SELECT idempotency.idempotent_finish('$role-abandoned', '{"error": "declined"}', failed => true,
+			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-abandoned'));
 		SELECT outcome || ' ' || status FROM idempotency.idempotent_begin('$role-abandoned');
 	}),
 		qq{execute
@@ -551,7 +556,7 @@ $session->{stderr} = '';
 $session->query(q{ROLLBACK});
 $session->quit;
 $victim->start;
-is($coord->safe_psql('postgres', 'SET ROLE app_before;' . steps($key_a, 1) . 'SELECT 1'),
+is($coord->safe_psql('postgres', 'SET ROLE app_before; BEGIN;' . steps($key_a, 1) . 'COMMIT; SELECT 1'),
 	"execute\ncompleted\n1", 'the retry executes: nothing of the first attempt was committed');
 
 # 2. the worker dies after the coordinator committed but before it heard

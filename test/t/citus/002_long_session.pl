@@ -57,9 +57,11 @@ $coord->safe_psql('postgres', q{
 my $s = $coord->background_psql('postgres', on_error_stop => 0);
 my @steps = (
 	[ 'begin and finish',
-	  q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}')},
-	  'execute' ],
-	[ 'finish', q{SELECT idempotency.idempotent_finish('ls-1', '{"ok": 1}', 'pay')}, 'completed' ],
+	  q{BEGIN;
+		SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}');
+		SELECT idempotency.idempotent_finish('ls-1', '{"ok": 1}', 'pay');
+		COMMIT},
+	  "execute\ncompleted" ],
 	[ 'replay', q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}')},
 	  'replay' ],
 	[ 'a deferred claim',

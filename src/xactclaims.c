@@ -1,17 +1,27 @@
 /*-------------------------------------------------------------------------
  *
- * deferred.c
- *	  Claims taken with idempotent_begin(..., defer_claim => true): the
- *	  transaction's list of them, and the check that none is left unfinished
- *	  at commit.
+ * xactclaims.c
+ *	  The claims the current transaction took: what finish and abandon
+ *	  without an attempt may end, and the deferred claims that must be
+ *	  finished before the transaction commits.
  *
- * A deferred claim writes nothing at begin: begin only reads, and the record
+ * A claim that idempotent_begin answered "execute" is remembered here until
+ * the transaction ends or the claim is ended.  Two things follow from it.
+ *
+ * Fencing is implied inside the claim's own transaction: a finish or abandon
+ * that names no attempt ends this transaction's claim of the key, fenced by
+ * the attempt remembered here.  A claim committed in an earlier transaction
+ * is not here, and ending it takes its attempt: otherwise a worker whose
+ * lease ran out, and whose claim was taken over, would overwrite the new
+ * owner's answer.
+ *
+ * A deferred claim (defer_claim => true) writes nothing at begin: the record
  * is written once, complete, by idempotent_finish in the same transaction
- * (registry_api.c).  Until then the claim lives only here, in the memory of
- * the transaction that took it.  So a transaction must not commit while one
- * is open: nothing would record that the work was done, and a retry would do
- * it again.  The pre-commit callback refuses such a commit with an error,
- * which aborts the transaction and everything it wrote.
+ * (registry_api.c).  Until then the claim lives only here.  So a transaction
+ * must not commit while one is open: nothing would record that the work was
+ * done, and a retry would do it again.  The pre-commit callback refuses such
+ * a commit with an error, which aborts the transaction and everything it
+ * wrote.
  *
  * Subtransactions: a claim taken in a subtransaction that rolls back is
  * forgotten with it (its business write is gone too); one taken in a
@@ -22,14 +32,14 @@
  * level stays; so the claim is kept, marked ended, until the subtransaction
  * that ended it has committed into the one that took it.  Only then, or at
  * once when both are the same, is its memory given back: a transaction that
- * finishes a million deferred claims holds none of them.
+ * finishes a million claims holds none of them.
  *
  * Concurrency: none; the list is per backend and per transaction.
  *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
- *	  src/deferred.c
+ *	  src/xactclaims.c
  *
  *-------------------------------------------------------------------------
  */
@@ -41,19 +51,19 @@
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
-#include "deferred.h"
 #include "idempotency.h"
+#include "xactclaims.h"
 
-/* The current transaction's deferred claims, in TopTransactionContext. */
-static List *deferred_claims = NIL;
-static bool deferred_callbacks_registered = false;
+/* The current transaction's claims, in TopTransactionContext. */
+static List *xact_claims = NIL;
+static bool xact_callbacks_registered = false;
 
 /*
- * deferred_text_equal
+ * xact_text_equal
  *		Bytewise equality of two text datums.
  */
 static bool
-deferred_text_equal(Datum a, Datum b)
+xact_text_equal(Datum a, Datum b)
 {
 	text	   *s = DatumGetTextPP(a);
 	text	   *t = DatumGetTextPP(b);
@@ -63,11 +73,11 @@ deferred_text_equal(Datum a, Datum b)
 }
 
 /*
- * deferred_free
+ * xact_claim_free
  *		Give back a claim's memory: its image's values and itself.
  */
 static void
-deferred_free(DeferredClaim *claim)
+xact_claim_free(XactClaim *claim)
 {
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 		if (!claim->row.nulls[i] && RegistryColumnVarlena(i))
@@ -76,13 +86,13 @@ deferred_free(DeferredClaim *claim)
 }
 
 /*
- * deferred_xact_callback
+ * xact_claims_xact_callback
  *		Refuse to commit (or prepare) a transaction with an open deferred
  *		claim; forget the list when the transaction ends either way (its
  *		memory goes with TopTransactionContext).
  */
 static void
-deferred_xact_callback(XactEvent event, void *arg)
+xact_claims_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
@@ -91,11 +101,11 @@ deferred_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			foreach(lc, deferred_claims)
+			foreach(lc, xact_claims)
 			{
-				DeferredClaim *claim = lfirst(lc);
+				XactClaim  *claim = lfirst(lc);
 
-				if (claim->ended_level != 0)
+				if (claim->ended_level != 0 || !claim->deferred)
 					continue;
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
@@ -107,35 +117,35 @@ deferred_xact_callback(XactEvent event, void *arg)
 			}
 			break;
 		default:
-			deferred_claims = NIL;
+			xact_claims = NIL;
 			break;
 	}
 }
 
 /*
- * deferred_subxact_callback
+ * xact_claims_subxact_callback
  *		A subtransaction's claims go with its abort, and the claims it ended
  *		are open again; with its commit both pass to its parent.
  */
 static void
-deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-						  SubTransactionId parentSubid, void *arg)
+xact_claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							 SubTransactionId parentSubid, void *arg)
 {
 	int			level = GetCurrentTransactionNestLevel();
 	ListCell   *lc;
 
-	if (deferred_claims == NIL)
+	if (xact_claims == NIL)
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		foreach(lc, deferred_claims)
+		foreach(lc, xact_claims)
 		{
-			DeferredClaim *claim = lfirst(lc);
+			XactClaim  *claim = lfirst(lc);
 
 			if (claim->nest_level >= level)
 			{
-				deferred_claims = foreach_delete_current(deferred_claims, lc);
-				deferred_free(claim);
+				xact_claims = foreach_delete_current(xact_claims, lc);
+				xact_claim_free(claim);
 			}
 			else if (claim->ended_level >= level)
 				claim->ended_level = 0;
@@ -143,9 +153,9 @@ deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		foreach(lc, deferred_claims)
+		foreach(lc, xact_claims)
 		{
-			DeferredClaim *claim = lfirst(lc);
+			XactClaim  *claim = lfirst(lc);
 
 			if (claim->nest_level >= level)
 				claim->nest_level = level - 1;
@@ -153,82 +163,83 @@ deferred_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				claim->ended_level = level - 1;
 			if (claim->ended_level == claim->nest_level)
 			{
-				deferred_claims = foreach_delete_current(deferred_claims, lc);
-				deferred_free(claim);
+				xact_claims = foreach_delete_current(xact_claims, lc);
+				xact_claim_free(claim);
 			}
 		}
 	}
 }
 
 /*
- * DeferredClaimFind
- *		The current transaction's open deferred claim of (owner, scope, key),
- *		or NULL.
+ * XactClaimFind
+ *		The current transaction's open claim of (owner, scope, key), or NULL.
  */
-DeferredClaim *
-DeferredClaimFind(Datum owner, Datum scope, Datum key)
+XactClaim  *
+XactClaimFind(Datum owner, Datum scope, Datum key)
 {
 	ListCell   *lc;
 
-	foreach(lc, deferred_claims)
+	foreach(lc, xact_claims)
 	{
-		DeferredClaim *claim = lfirst(lc);
+		XactClaim  *claim = lfirst(lc);
 
 		if (claim->ended_level == 0 &&
-			deferred_text_equal(claim->row.values[RC_key], key) &&
-			deferred_text_equal(claim->row.values[RC_scope], scope) &&
-			deferred_text_equal(claim->row.values[RC_owner], owner))
+			xact_text_equal(claim->row.values[RC_key], key) &&
+			xact_text_equal(claim->row.values[RC_scope], scope) &&
+			xact_text_equal(claim->row.values[RC_owner], owner))
 			return claim;
 	}
 	return NULL;
 }
 
 /*
- * DeferredClaimAdd
- *		Remember a deferred claim, a copy of its image, until the
- *		transaction's finish writes it.
+ * XactClaimAdd
+ *		Remember a claim this transaction took, a copy of its image: until
+ *		its finish writes it, if it is deferred.
  */
-DeferredClaim *
-DeferredClaimAdd(const RegistryRow *row)
+XactClaim  *
+XactClaimAdd(const RegistryRow *row, bool deferred)
 {
 	MemoryContext oldcontext;
-	DeferredClaim *claim;
+	XactClaim  *claim;
 
-	if (!deferred_callbacks_registered)
+	if (!xact_callbacks_registered)
 	{
-		RegisterXactCallback(deferred_xact_callback, NULL);
-		RegisterSubXactCallback(deferred_subxact_callback, NULL);
-		deferred_callbacks_registered = true;
+		RegisterXactCallback(xact_claims_xact_callback, NULL);
+		RegisterSubXactCallback(xact_claims_subxact_callback, NULL);
+		xact_callbacks_registered = true;
 	}
 
 	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
-	claim = palloc0(sizeof(DeferredClaim));
+	claim = palloc0(sizeof(XactClaim));
 	claim->row = *row;
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 		if (!row->nulls[i] && RegistryColumnVarlena(i))
 			claim->row.values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(row->values[i]));
+	claim->deferred = deferred;
 	claim->nest_level = GetCurrentTransactionNestLevel();
-	deferred_claims = lappend(deferred_claims, claim);
+	xact_claims = lappend(xact_claims, claim);
 	MemoryContextSwitchTo(oldcontext);
 	return claim;
 }
 
 /*
- * DeferredClaimEnd
- *		The claim was written (or abandoned): it no longer holds the commit.
+ * XactClaimEnd
+ *		The claim was finished or abandoned: it is this transaction's no
+ *		longer (and no longer holds the commit, if deferred).
  *		Ended in the subtransaction that took it, it is gone (a rollback
  *		there undoes the claim too); ended deeper, it stays, marked, until
  *		that subtransaction's fate is known.
  */
 void
-DeferredClaimEnd(DeferredClaim *claim)
+XactClaimEnd(XactClaim *claim)
 {
 	int			level = GetCurrentTransactionNestLevel();
 
 	if (level <= claim->nest_level)
 	{
-		deferred_claims = list_delete_ptr(deferred_claims, claim);
-		deferred_free(claim);
+		xact_claims = list_delete_ptr(xact_claims, claim);
+		xact_claim_free(claim);
 	}
 	else
 		claim->ended_level = level;
