@@ -1,0 +1,55 @@
+--
+-- The checker, the version guard and the history on every write path:
+-- generated columns, rows moved between partitions, MERGE, and keys that
+-- JSON cannot hold as numbers.
+--
+SET search_path = public;
+SELECT idempotency.define_state_machine('paths',
+	'{"created": ["paying", "cancelled"], "paying": ["paid", "created"], "paid": ["refunded"], "refunded": [], "cancelled": []}',
+	ARRAY['created']);
+
+--
+-- A generated column as the state or version column: a BEFORE trigger sees
+-- it before it is computed, so CREATE TRIGGER refuses it, and so does the
+-- first row of a trigger created while nothing was checked.
+--
+CREATE TABLE g (id int PRIMARY KEY, raw text NOT NULL,
+				status text GENERATED ALWAYS AS (raw) STORED,
+				raw_version int NOT NULL DEFAULT 1,
+				version int GENERATED ALWAYS AS (raw_version) STORED);
+CREATE TRIGGER c BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+CREATE TRIGGER v BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+-- an AFTER trigger sees the computed value: record_transition may use it
+CREATE TRIGGER h AFTER INSERT OR UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+SET check_function_bodies = off;
+CREATE TRIGGER c BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+CREATE TRIGGER v BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+RESET check_function_bodies;
+INSERT INTO g (id, raw) VALUES (1, 'paid');
+UPDATE g SET raw = 'created' WHERE id = 1;
+DROP TRIGGER c ON g;
+UPDATE g SET raw = 'created' WHERE id = 1;
+DROP TRIGGER v ON g;
+UPDATE g SET raw = 'created' WHERE id = 1;
+SELECT id, raw, status FROM g;
+SELECT row_key, from_state, to_state FROM idempotency.state_history
+ WHERE table_name = 'public.g' ORDER BY changed_at, to_state;
+-- refused in a transaction, under a savepoint and in an exception block
+BEGIN;
+CREATE TRIGGER c BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+CREATE TRIGGER c BEFORE UPDATE ON g FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'g'::regclass;
+COMMIT;
+DO $$
+BEGIN
+	CREATE TRIGGER c BEFORE UPDATE ON public.g FOR EACH ROW
+		EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+EXCEPTION WHEN invalid_column_reference THEN
+	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
+END $$;
+DROP TABLE g;
+DELETE FROM idempotency.state_history;
