@@ -53,3 +53,24 @@ EXCEPTION WHEN invalid_column_reference THEN
 END $$;
 DROP TABLE g;
 DELETE FROM idempotency.state_history;
+
+--
+-- Keys that JSON cannot hold as numbers: NaN and the infinities are
+-- recorded as strings, so that row_key is valid JSON (and a restore of the
+-- history reads it back); money, whose text is not a number, likewise.
+--
+CREATE TABLE nk (id numeric PRIMARY KEY, status text NOT NULL);
+CREATE TRIGGER h AFTER INSERT OR UPDATE ON nk FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+INSERT INTO nk VALUES ('NaN', 'created'), ('Infinity', 'created'), ('-Infinity', 'created'), (1.50, 'created');
+CREATE DOMAIN money_key AS money;
+CREATE TABLE mk (id money_key PRIMARY KEY, status text NOT NULL);
+CREATE TRIGGER h AFTER INSERT ON mk FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+INSERT INTO mk VALUES (1.25, 'created');
+SELECT table_name, row_key, row_key::text::jsonb = row_key AS reads_back,
+	   jsonb_typeof(row_key -> 'id') AS id_type
+  FROM idempotency.state_history
+ WHERE table_name = ANY (ARRAY['public.nk', 'public.mk'])
+ ORDER BY table_name, row_key::text;
+DROP TABLE nk, mk;
+DROP DOMAIN money_key;
+DELETE FROM idempotency.state_history;

@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
@@ -169,15 +170,18 @@ history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext 
 	{
 		HistoryKeyColumn *col = &cache->keys[cache->nkeys++];
 		Oid			typid;
+		Oid			base;
 		char		category;
 		bool		preferred;
 
 		col->attnum = x + FirstLowInvalidHeapAttributeNumber;
 		typid = TupleDescAttr(tupdesc, col->attnum - 1)->atttypid;
-		get_type_category_preferred(typid, &category, &preferred);
-		if (typid == BOOLOID)
+		base = getBaseType(typid);
+		get_type_category_preferred(base, &category, &preferred);
+		if (base == BOOLOID)
 			col->kind = HISTORY_KEY_BOOL;
-		else if (category == TYPCATEGORY_NUMERIC && typid != FLOAT4OID && typid != FLOAT8OID)
+		else if (category == TYPCATEGORY_NUMERIC && base != FLOAT4OID &&
+				 base != FLOAT8OID && base != CASHOID)
 			col->kind = HISTORY_KEY_NUMBER;
 		else
 			col->kind = HISTORY_KEY_STRING;
@@ -189,7 +193,7 @@ history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext 
 /*
  * history_row_key
  *		The row's primary key as a jsonb object: numbers and booleans as
- *		such, everything else as its text.
+ *		such, everything else (and NaN and infinities) as its text.
  */
 static Jsonb *
 history_row_key(HistoryTriggerCache *cache, Relation rel, HeapTuple tuple)
@@ -224,13 +228,23 @@ history_row_key(HistoryTriggerCache *cache, Relation rel, HeapTuple tuple)
 		{
 			char	   *str = OutputFunctionCall(&col->outfunc, d);
 
+			Numeric		num = NULL;
+
 			if (col->kind == HISTORY_KEY_NUMBER)
+				num = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+														  CStringGetDatum(str),
+														  ObjectIdGetDatum(InvalidOid),
+														  Int32GetDatum(-1)));
+
+			/*
+			 * JSON has no NaN nor Infinity: jsonb would print them, but as
+			 * text that no JSON parser (nor a restore of the history) reads
+			 * back.  Such a key is written as its text, like a non-number.
+			 */
+			if (num != NULL && !numeric_is_nan(num) && !numeric_is_inf(num))
 			{
 				val.type = jbvNumeric;
-				val.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
-																	  CStringGetDatum(str),
-																	  ObjectIdGetDatum(InvalidOid),
-																	  Int32GetDatum(-1)));
+				val.val.numeric = num;
 			}
 			else
 			{
