@@ -74,3 +74,23 @@ SELECT table_name, row_key, row_key::text::jsonb = row_key AS reads_back,
 DROP TABLE nk, mk;
 DROP DOMAIN money_key;
 DELETE FROM idempotency.state_history;
+
+--
+-- A definition written under session_replication_role = replica (as a
+-- subscription's apply worker writes it) still reaches the caches: the
+-- triggers on state_machines are row triggers and fire ALWAYS.
+--
+SELECT t.tgname, t.tgenabled, t.tgtype & 1 = 1 AS for_each_row
+  FROM pg_trigger AS t
+ WHERE t.tgrelid = 'idempotency.state_machines'::regclass
+ ORDER BY t.tgname;
+SELECT idempotency.transition_allowed('paths', 'paying', 'created') AS before_change;
+SET session_replication_role = replica;
+UPDATE idempotency.state_machines
+   SET transitions = transitions || '{"paying": ["paid"]}'
+ WHERE name = 'paths';
+SELECT idempotency.transition_allowed('paths', 'paying', 'created') AS after_change;
+RESET session_replication_role;
+
+SELECT idempotency.drop_state_machine('paths');
+RESET search_path;

@@ -802,9 +802,25 @@ LANGUAGE C;
 
 REVOKE ALL ON FUNCTION idempotency.state_machines_changed() FROM PUBLIC;
 
+/*
+ * Row triggers, because a subscription's apply worker fires row triggers
+ * only (and TRUNCATE's statement triggers); ENABLE ALWAYS, because it runs
+ * with session_replication_role = replica.  Without them a subscriber's
+ * backends would keep enforcing a definition the publisher changed.
+ */
 CREATE TRIGGER state_machines_changed
-	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.state_machines
+	AFTER INSERT OR UPDATE OR DELETE ON idempotency.state_machines
+	FOR EACH ROW EXECUTE FUNCTION idempotency.state_machines_changed();
+CREATE TRIGGER state_machines_truncated
+	AFTER TRUNCATE ON idempotency.state_machines
 	FOR EACH STATEMENT EXECUTE FUNCTION idempotency.state_machines_changed();
+ALTER TABLE idempotency.state_machines ENABLE ALWAYS TRIGGER state_machines_changed;
+ALTER TABLE idempotency.state_machines ENABLE ALWAYS TRIGGER state_machines_truncated;
+
+COMMENT ON TRIGGER state_machines_changed ON idempotency.state_machines IS
+'tells every backend''s cache that a definition changed (fires in a subscription''s apply worker too)';
+COMMENT ON TRIGGER state_machines_truncated ON idempotency.state_machines IS
+'tells every backend''s cache that the definitions were truncated (fires in a subscription''s apply worker too)';
 
 /*
  * define_state_machine(name, transitions, initial): check and store a
@@ -1599,6 +1615,6 @@ COMMENT ON FUNCTION idempotency.stats() IS 'the counters behind the stats view';
 COMMENT ON FUNCTION idempotency.stats_reset() IS 'set every counter of the stats view back to zero (needs shared_preload_libraries)';
 COMMENT ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) IS 'drop a state machine that no check_transition trigger uses';
 COMMENT ON FUNCTION idempotency.state_machine_transitions(pg_catalog.text) IS 'a state machine''s transitions, one row each';
-COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'statement trigger on state_machines: tells every backend''s cache that a definition changed';
+COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'trigger on state_machines: tells every backend''s cache that a definition changed';
 COMMENT ON VIEW idempotency.my_records IS 'the calling role''s idempotency records';
 COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, and whether each is unused, used or expired';
