@@ -92,5 +92,90 @@ UPDATE idempotency.state_machines
 SELECT idempotency.transition_allowed('paths', 'paying', 'created') AS after_change;
 RESET session_replication_role;
 
+--
+-- History is shown only to roles that see every row of the table it
+-- describes, and only while the table is the one that was written.
+--
+CREATE ROLE regress_tenant_a;
+CREATE ROLE regress_tenant_b;
+CREATE TABLE t_orders (id int PRIMARY KEY, tenant text NOT NULL DEFAULT current_user,
+					   status text NOT NULL);
+CREATE TRIGGER h AFTER INSERT OR UPDATE ON t_orders FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+ALTER TABLE t_orders ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON t_orders USING (tenant = current_user);
+GRANT SELECT, INSERT, UPDATE ON t_orders TO regress_tenant_a, regress_tenant_b;
+SET ROLE regress_tenant_a;
+INSERT INTO t_orders (id, status) VALUES (1, 'created');
+UPDATE t_orders SET status = 'paying' WHERE id = 1;
+RESET ROLE;
+-- the other tenant sees none of the orders, and none of their history
+SET ROLE regress_tenant_b;
+SELECT count(*) AS orders_seen FROM t_orders;
+SELECT count(*) AS history_seen FROM idempotency.state_history WHERE table_name = 'public.t_orders';
+RESET ROLE;
+-- nor does the tenant itself: a history row cannot tell whose row it was
+SET ROLE regress_tenant_a;
+SELECT count(*) AS orders_seen FROM t_orders;
+SELECT count(*) AS history_seen FROM idempotency.state_history WHERE table_name = 'public.t_orders';
+RESET ROLE;
+-- a role that bypasses the table's row-level security reads it all
+ALTER ROLE regress_tenant_b BYPASSRLS;
+SET ROLE regress_tenant_b;
+SELECT row_key, from_state, to_state, role FROM idempotency.state_history
+ WHERE table_name = 'public.t_orders' ORDER BY changed_at, to_state;
+RESET ROLE;
+-- and with row-level security off, every reader does
+ALTER ROLE regress_tenant_b NOBYPASSRLS;
+ALTER TABLE t_orders DISABLE ROW LEVEL SECURITY;
+SET ROLE regress_tenant_b;
+SELECT count(*) AS history_seen FROM idempotency.state_history WHERE table_name = 'public.t_orders';
+RESET ROLE;
+
+-- a table dropped and created again under the same name by a role with no
+-- grants is another table: the old one's history stays hidden from it
+CREATE ROLE regress_newcomer;
+GRANT CREATE ON SCHEMA public TO regress_newcomer;
+GRANT SELECT ON t_orders TO regress_newcomer;
+SET ROLE regress_newcomer;
+SELECT count(*) AS history_while_granted FROM idempotency.state_history WHERE table_name = 'public.t_orders';
+RESET ROLE;
+DROP TABLE t_orders;
+SET ROLE regress_newcomer;
+CREATE TABLE t_orders (id int PRIMARY KEY, status text NOT NULL);
+SELECT count(*) AS history_of_dropped_table FROM idempotency.state_history WHERE table_name = 'public.t_orders';
+DROP TABLE t_orders;
+RESET ROLE;
+-- renamed, the history is hidden until the name is back
+CREATE TABLE renamed (id int PRIMARY KEY, status text NOT NULL);
+CREATE TRIGGER h AFTER INSERT ON renamed FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+INSERT INTO renamed VALUES (1, 'created');
+GRANT SELECT ON renamed TO regress_newcomer;
+ALTER TABLE renamed RENAME TO renamed_now;
+SET ROLE regress_newcomer;
+SELECT count(*) AS history_after_rename FROM idempotency.state_history WHERE table_name = 'public.renamed';
+CREATE TABLE renamed (id int PRIMARY KEY, status text NOT NULL);
+SELECT count(*) AS history_of_namesake FROM idempotency.state_history WHERE table_name = 'public.renamed';
+DROP TABLE renamed;
+RESET ROLE;
+ALTER TABLE renamed_now RENAME TO renamed;
+SET ROLE regress_newcomer;
+SELECT count(*) AS history_with_name_back FROM idempotency.state_history WHERE table_name = 'public.renamed';
+RESET ROLE;
+DROP TABLE renamed;
+-- a table in a schema the reader may not use: hidden, not an error
+CREATE SCHEMA closed;
+CREATE TABLE closed.t (id int PRIMARY KEY, status text NOT NULL);
+CREATE TRIGGER h AFTER INSERT ON closed.t FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+INSERT INTO closed.t VALUES (1, 'created');
+SET ROLE regress_newcomer;
+SELECT count(*) AS history_in_closed_schema FROM idempotency.state_history;
+RESET ROLE;
+DROP SCHEMA closed CASCADE;
+-- the history itself is still there for the administrator
+SELECT table_name, count(*) FROM idempotency.state_history GROUP BY table_name ORDER BY table_name;
+DELETE FROM idempotency.state_history;
+REVOKE CREATE ON SCHEMA public FROM regress_newcomer;
+DROP ROLE regress_tenant_a, regress_tenant_b, regress_newcomer;
+
 SELECT idempotency.drop_state_machine('paths');
 RESET search_path;

@@ -960,9 +960,11 @@ COMMENT ON FUNCTION idempotency.check_transition() IS
 
 /*
  * State history: who moved which row from where to where, and when.  Row-
- * level security shows a row only to roles that may read the table it
- * describes.  No primary key: history has no natural one (Citus rule
- * 7 forbids inventing one with a serial).
+ * level security shows a row only to roles that may read every row of the
+ * table it describes, and only while that table is the one that was written
+ * (table_oid still has the name table_name): state_history_visible.  No
+ * primary key: history has no natural one (Citus rule 7 forbids inventing
+ * one with a serial).
  */
 CREATE TABLE idempotency.state_history (
 	table_name	pg_catalog.text NOT NULL,
@@ -972,7 +974,8 @@ CREATE TABLE idempotency.state_history (
 	changed_at	pg_catalog.timestamptz NOT NULL,
 	xid			pg_catalog.xid8 NOT NULL,
 	role		pg_catalog.text NOT NULL,
-	expires_at	pg_catalog.timestamptz NOT NULL
+	expires_at	pg_catalog.timestamptz NOT NULL,
+	table_oid	pg_catalog.oid NOT NULL
 );
 
 CREATE INDEX state_history_row_idx ON idempotency.state_history (table_name, row_key);
@@ -982,9 +985,26 @@ COMMENT ON TABLE idempotency.state_history IS
 'state changes recorded by record_transition triggers; kept for idempotency.history_ttl';
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.state_history', '');
+
+/*
+ * state_history_visible(table_oid, table_name): whether the current role may
+ * read a history row about that table: the table still exists under that
+ * name (a table dropped, renamed, or created again under the old name is
+ * another table), the role may SELECT it, and no row-level security
+ * applies to the role there (it sees every row the history describes).
+ */
+CREATE FUNCTION idempotency.state_history_visible(table_oid pg_catalog.oid,
+												  table_name pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_state_history_visible'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idempotency.state_history_visible(pg_catalog.oid, pg_catalog.text) IS
+'whether the current role may read state_history rows about a table: it is still that table, readable in full';
+
 ALTER TABLE idempotency.state_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY state_history_readers ON idempotency.state_history FOR SELECT
-	USING (pg_catalog.has_table_privilege(pg_catalog.to_regclass(table_name), 'SELECT'));
+	USING (idempotency.state_history_visible(table_oid, table_name));
 REVOKE ALL ON TABLE idempotency.state_history FROM PUBLIC;
 GRANT SELECT ON TABLE idempotency.state_history TO PUBLIC;
 
