@@ -177,5 +177,90 @@ DELETE FROM idempotency.state_history;
 REVOKE CREATE ON SCHEMA public FROM regress_newcomer;
 DROP ROLE regress_tenant_a, regress_tenant_b, regress_newcomer;
 
+--
+-- MERGE with UPDATE actions that disagree on the version column: each row
+-- is judged by the action it goes through, not by all actions' columns.
+--
+CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL, version int NOT NULL DEFAULT 1);
+CREATE TRIGGER v BEFORE UPDATE ON acct FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+INSERT INTO acct VALUES (1, 100), (2, 200), (3, 300);
+CREATE TABLE moves (id int, amount int, read_version int);
+INSERT INTO moves VALUES (1, 10, 1), (2, 20, NULL);
+-- row 1 sets the version it read + 1, row 2 leaves the version out
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - m.amount, version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - m.amount;
+SELECT id, balance, version FROM acct ORDER BY id;
+-- the other order of the actions
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NULL THEN
+	UPDATE SET balance = a.balance - m.amount
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - m.amount, version = m.read_version + 2;
+SELECT id, balance, version FROM acct ORDER BY id;
+-- a stale version through the action that sets it is still refused, also
+-- when it equals the row's version
+UPDATE moves SET read_version = 2 WHERE id = 1;
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - m.amount, version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - m.amount;
+-- and a plain UPDATE afterwards is judged by its own columns
+UPDATE acct SET version = version WHERE id = 2;
+UPDATE acct SET balance = 0 WHERE id = 2;
+-- DELETE and DO NOTHING actions between them
+INSERT INTO moves VALUES (3, 30, NULL);
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.id = 3 THEN DO NOTHING
+WHEN MATCHED AND m.id = 2 THEN DELETE
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET version = a.version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - m.amount;
+SELECT id, balance, version FROM acct ORDER BY id;
+-- from PL/pgSQL, under a savepoint, and the refusal in an exception block
+INSERT INTO acct VALUES (2, 200);
+CREATE FUNCTION merge_moves() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	MERGE INTO public.acct AS a USING public.moves AS m ON a.id = m.id
+	WHEN MATCHED AND m.read_version IS NOT NULL THEN
+		UPDATE SET balance = a.balance - m.amount, version = m.read_version + 1
+	WHEN MATCHED THEN
+		UPDATE SET balance = a.balance - m.amount;
+END $$;
+UPDATE moves SET read_version = 4 WHERE id = 1;
+BEGIN;
+SAVEPOINT s;
+SELECT merge_moves();
+SELECT id, balance, version FROM acct ORDER BY id;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+UPDATE moves SET read_version = 3 WHERE id = 1;
+DO $$
+BEGIN
+	PERFORM public.merge_moves();
+EXCEPTION WHEN SQLSTATE 'IV001' THEN
+	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
+END $$;
+SELECT id, balance, version FROM acct ORDER BY id;
+-- a partitioned target
+CREATE TABLE pacct (id int, region text, balance int NOT NULL, version int NOT NULL DEFAULT 1,
+					PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE pacct_eu PARTITION OF pacct FOR VALUES IN ('eu');
+CREATE TABLE pacct_us PARTITION OF pacct FOR VALUES IN ('us');
+CREATE TRIGGER v BEFORE UPDATE ON pacct FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+INSERT INTO pacct VALUES (1, 'eu', 100), (2, 'us', 200);
+MERGE INTO pacct AS a USING (VALUES (1, 10, 1), (2, 20, NULL)) AS m(id, amount, read_version) ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - m.amount, version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - m.amount;
+SELECT id, region, balance, version FROM pacct ORDER BY id;
+DROP TABLE acct, moves, pacct;
+DROP FUNCTION merge_moves();
+
 SELECT idempotency.drop_state_machine('paths');
 RESET search_path;

@@ -28,6 +28,7 @@
 #include "idempotency.h"
 #include "shmem.h"
 #include "stats.h"
+#include "triggers.h"
 
 IDEMPOTENCY_MODULE_MAGIC;
 
@@ -124,6 +125,7 @@ _PG_init(void)
 
 	IdempotencyStatsInit();
 	IdempotencyHintsInit();
+	VersionGuardInit();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

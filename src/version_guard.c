@@ -14,6 +14,18 @@
  * the newest row version for the one that waited, so the loser's stale
  * version is caught.  Works with smallint, integer and bigint columns.
  *
+ * MERGE: tg_updatedcols holds the columns of all its UPDATE actions
+ * together, so a row that goes through an action that leaves the version
+ * out would look like a stale write whenever another action sets it.  An
+ * ExecutorStart hook therefore puts a wrapper around each matched action's
+ * WHEN condition of a MERGE whose target has BEFORE UPDATE row triggers; the
+ * wrapper notes which action the executor chose for the row (the first whose
+ * condition holds), and the trigger, which fires right after, reads the
+ * columns that action sets.  The note is cleared when any statement starts
+ * or ends, so a nested statement, or a MERGE run before the library was
+ * loaded, falls back to tg_updatedcols: the old rule, which may refuse a
+ * fresh write but never lets a stale one through.
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -28,10 +40,13 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "nodes/bitmapset.h"
+#include "nodes/execnodes.h"
 #include "utils/rel.h"
 
+#include "compat.h"
 #include "idempotency.h"
 #include "stats.h"
 #include "triggers.h"
@@ -75,6 +90,29 @@ version_datum(Oid typid, int64 v, const char *colname)
 			return Int64GetDatum(v);
 	}
 }
+
+/*
+ * A matched MERGE action, as watched: the executor evaluates state as the
+ * action's WHEN condition.
+ */
+typedef struct VersionGuardMergeAction
+{
+	ExprState	state;			/* must be first */
+	ExprState  *when;			/* the action's own condition, or NULL */
+	Oid			relid;			/* the result relation */
+	bool		is_update;		/* an UPDATE action (else DELETE or nothing) */
+	List	   *update_colnos;	/* the columns it sets */
+} VersionGuardMergeAction;
+
+/*
+ * The action the executor chose for the MERGE row now being written, or
+ * NULL.  Points into the MERGE's executor memory; cleared by every
+ * ExecutorStart and ExecutorEnd, before that memory goes away.
+ */
+static VersionGuardMergeAction *merge_action = NULL;
+
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
 typedef struct VersionGuardCache
 {
@@ -132,6 +170,112 @@ version_guard_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryCo
 		TupleDescAttr(RelationGetDescr(rel), base->attnum - 1)->atttypid;
 }
 
+/*
+ * version_guard_merge_when
+ *		The wrapper around a MERGE action's WHEN condition: the condition's
+ *		value, noting the action when the executor will choose it.
+ */
+static Datum
+version_guard_merge_when(ExprState *expression, ExprContext *econtext, bool *isNull)
+{
+	VersionGuardMergeAction *action = (VersionGuardMergeAction *) expression;
+	bool		chosen = action->when == NULL || ExecQual(action->when, econtext);
+
+	if (chosen)
+		merge_action = action->is_update ? action : NULL;
+	*isNull = false;
+	return BoolGetDatum(chosen);
+}
+
+/*
+ * version_guard_watch_merge
+ *		Wrap the WHEN condition of each matched action of a MERGE's result
+ *		relations that have BEFORE UPDATE row triggers.
+ */
+static void
+version_guard_watch_merge(QueryDesc *queryDesc)
+{
+	ModifyTableState *mtstate = (ModifyTableState *) queryDesc->planstate;
+	MemoryContext oldcxt = MemoryContextSwitchTo(queryDesc->estate->es_query_cxt);
+
+	for (int i = 0; i < mtstate->mt_nrels; i++)
+	{
+		ResultRelInfo *rri = &mtstate->resultRelInfo[i];
+		List	   *lists[2];
+		int			nlists;
+
+		if (rri->ri_TrigDesc == NULL || !rri->ri_TrigDesc->trig_update_before_row)
+			continue;
+		nlists = IdempotencyMergeUpdateLists(rri, lists);
+		for (int l = 0; l < nlists; l++)
+		{
+			ListCell   *lc;
+
+			foreach(lc, lists[l])
+			{
+				MergeActionState *mas = (MergeActionState *) lfirst(lc);
+				VersionGuardMergeAction *action = palloc0(sizeof(VersionGuardMergeAction));
+
+				NodeSetTag(&action->state, T_ExprState);
+				action->state.flags = EEO_FLAG_IS_QUAL;
+				action->state.evalfunc = version_guard_merge_when;
+				action->when = mas->mas_whenqual;
+				action->relid = RelationGetRelid(rri->ri_RelationDesc);
+				action->is_update = mas->mas_action->commandType == CMD_UPDATE;
+				action->update_colnos = mas->mas_action->updateColnos;
+				mas->mas_whenqual = &action->state;
+			}
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * version_guard_ExecutorStart
+ *		Forget the last MERGE row's action; watch a new MERGE's actions.
+ */
+static void
+version_guard_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	merge_action = NULL;
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+	if (queryDesc->operation == CMD_MERGE &&
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
+		queryDesc->planstate != NULL && IsA(queryDesc->planstate, ModifyTableState))
+		version_guard_watch_merge(queryDesc);
+}
+
+/*
+ * version_guard_ExecutorEnd
+ *		Forget the last MERGE row's action before its memory goes away.
+ */
+static void
+version_guard_ExecutorEnd(QueryDesc *queryDesc)
+{
+	merge_action = NULL;
+	if (prev_ExecutorEnd)
+		prev_ExecutorEnd(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+}
+
+/*
+ * VersionGuardInit
+ *		Install the executor hooks, from _PG_init.
+ */
+void
+VersionGuardInit(void)
+{
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = version_guard_ExecutorStart;
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = version_guard_ExecutorEnd;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_version_guard);
 
 /*
@@ -170,8 +314,12 @@ idempotency_version_guard(PG_FUNCTION_ARGS)
 						colname, RelationGetRelationName(rel)),
 				 errtablecol(rel, attnum)));
 
-	set_by_statement = bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
-									 trigdata->tg_updatedcols);
+	/* under MERGE, the columns of the action this row goes through */
+	if (merge_action != NULL && merge_action->relid == RelationGetRelid(rel))
+		set_by_statement = list_member_int(merge_action->update_colnos, attnum);
+	else
+		set_by_statement = bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+										 trigdata->tg_updatedcols);
 	if (!set_by_statement)
 	{
 		int			cols[1] = {attnum};
