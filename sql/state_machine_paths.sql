@@ -262,5 +262,62 @@ SELECT id, region, balance, version FROM pacct ORDER BY id;
 DROP TABLE acct, moves, pacct;
 DROP FUNCTION merge_moves();
 
+--
+-- A row that an UPDATE moves to another partition: the move is the
+-- transition the UPDATE checked, not a new row in the destination.
+--
+CREATE TABLE pm (id int, status text NOT NULL, version int NOT NULL DEFAULT 1,
+				 PRIMARY KEY (id, status)) PARTITION BY LIST (status);
+CREATE TABLE pm_open PARTITION OF pm FOR VALUES IN ('created', 'paying');
+CREATE TABLE pm_done PARTITION OF pm DEFAULT;
+CREATE TRIGGER c BEFORE INSERT OR UPDATE ON pm FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+CREATE TRIGGER v BEFORE UPDATE ON pm FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
+CREATE TRIGGER h AFTER INSERT OR UPDATE ON pm FOR EACH ROW EXECUTE FUNCTION idempotency.record_transition('status');
+INSERT INTO pm (id, status) VALUES (1, 'created'), (2, 'created'), (3, 'created');
+UPDATE pm SET status = 'paying';
+UPDATE pm SET status = 'paid' WHERE id = 1;
+UPDATE pm SET status = 'paid', version = 3 WHERE id = 2;
+SELECT tableoid::regclass AS partition, id, status, version FROM pm ORDER BY id;
+-- a move the machine does not allow is refused by the UPDATE
+UPDATE pm SET status = 'refunded' WHERE id = 3;
+-- a new row, even right after a move in the same transaction, must start
+-- in an initial state
+BEGIN;
+UPDATE pm SET status = 'paid' WHERE id = 3;
+INSERT INTO pm (id, status) VALUES (4, 'paid');
+ROLLBACK;
+INSERT INTO pm (id, status) VALUES (4, 'paid');
+-- moves under a savepoint, in PL/pgSQL and by MERGE
+BEGIN;
+SAVEPOINT s;
+UPDATE pm SET status = 'paid' WHERE id = 3;
+ROLLBACK TO SAVEPOINT s;
+DO $$
+BEGIN
+	UPDATE public.pm SET status = 'paid' WHERE id = 3;
+END $$;
+COMMIT;
+MERGE INTO pm USING (VALUES (1, 'refunded')) AS m(id, status) ON pm.id = m.id
+WHEN MATCHED THEN UPDATE SET status = m.status;
+SELECT tableoid::regclass AS partition, id, status, version FROM pm ORDER BY id;
+-- the history sees a move as the row's arrival in the other partition
+SELECT table_name, row_key, from_state, to_state FROM idempotency.state_history
+ WHERE row_key @> '{"id": 1}' ORDER BY changed_at, xid, to_state;
+-- a row moved by another column keeps its state: still not a new row
+CREATE TABLE pr (id int, region text, status text NOT NULL, PRIMARY KEY (id, region))
+	PARTITION BY LIST (region);
+CREATE TABLE pr_eu PARTITION OF pr FOR VALUES IN ('eu');
+CREATE TABLE pr_us PARTITION OF pr FOR VALUES IN ('us');
+CREATE TRIGGER c BEFORE INSERT OR UPDATE ON pr FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('paths', 'status');
+INSERT INTO pr VALUES (1, 'eu', 'created'), (2, 'eu', 'created');
+UPDATE pr SET status = 'paying';
+UPDATE pr SET status = 'paid';
+UPDATE pr SET region = 'us' WHERE id = 1;
+UPDATE pr SET region = 'us', status = 'refunded' WHERE id = 2;
+UPDATE pr SET region = 'eu', status = 'created' WHERE id = 2;
+SELECT tableoid::regclass AS partition, id, status FROM pr ORDER BY id;
+DROP TABLE pm, pr;
+DELETE FROM idempotency.state_history;
+
 SELECT idempotency.drop_state_machine('paths');
 RESET search_path;

@@ -12,6 +12,17 @@
  * on OLD, NEW, its arguments and the cached definitions, and writes nothing,
  * so it can run on every shard of a distributed table (Citus rule 8).
  *
+ * A row that an UPDATE moves to another partition is deleted from its
+ * partition and inserted into the other: the source partition's trigger
+ * fires BEFORE UPDATE (and checks the transition), then the destination's
+ * fires BEFORE INSERT, and would take the moved row for a new one that must
+ * start in an initial state.  So the UPDATE notes, per backend, the state a
+ * row of that partition tree leaves with (TransitionMove), and an INSERT in
+ * the same tree, by the same command of the same statement, with the same
+ * machine, column and state, is the move and is not checked again.  A note
+ * is used once; one left by a row that did not move is replaced by the next
+ * row's, and no other statement can match it (its command differs).
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -22,6 +33,8 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/partition.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -59,7 +72,29 @@ typedef struct TransitionTriggerCache
 	char	   *enum_labels[ENUM_CACHE_SIZE];
 	uint64		generation;		/* of the machine cache when machine was set */
 	StateMachine *machine;
+	Oid			root;			/* top of the partition tree, or InvalidOid */
 } TransitionTriggerCache;
+
+/*
+ * A row an UPDATE let leave with a state, in a partition tree: if the row
+ * moves to another partition, the destination's BEFORE INSERT is that move.
+ */
+#define TRANSITION_MOVES 8
+
+typedef struct TransitionMove
+{
+	bool		valid;
+	TimestampTz xact_start;		/* the transaction, */
+	TimestampTz stmt_start;		/* statement */
+	CommandId	cid;			/* and command that updated the row */
+	Oid			root;			/* the partition tree */
+	char		machine[NAMEDATALEN];
+	char		column[NAMEDATALEN];
+	int			len;
+	char		state[IDEMPOTENCY_SM_MAX_STATE_LEN + 1];
+} TransitionMove;
+
+static TransitionMove transition_moves[TRANSITION_MOVES];
 
 static AttrNumber transition_check(Relation rel, Trigger *trigger);
 static void transition_build(TriggerCache *base, Relation rel, Trigger *trigger,
@@ -112,6 +147,10 @@ transition_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryConte
 {
 	TransitionTriggerCache *cache = (TransitionTriggerCache *) base;
 	Oid			typid = TupleDescAttr(RelationGetDescr(rel), base->attnum - 1)->atttypid;
+
+	/* a partition: rows may move in from its siblings */
+	if (rel->rd_rel->relispartition)
+		cache->root = llast_oid(get_partition_ancestors(RelationGetRelid(rel)));
 
 	if (typid == TEXTOID || typid == VARCHAROID)
 		cache->kind = STATE_TEXT;
@@ -244,6 +283,77 @@ transition_require_initial(StateMachine *machine, TriggerData *trigdata,
 			 errtablecol(trigdata->tg_relation, attnum)));
 }
 
+/*
+ * transition_move_matches
+ *		Whether a note is of this command, tree, trigger and state.
+ */
+static bool
+transition_move_matches(TransitionMove *move, TransitionTriggerCache *cache,
+						Trigger *trigger, const char *str, int len)
+{
+	return move->valid &&
+		move->cid == GetCurrentCommandId(false) &&
+		move->stmt_start == GetCurrentStatementStartTimestamp() &&
+		move->xact_start == GetCurrentTransactionStartTimestamp() &&
+		move->root == cache->root &&
+		strncmp(move->machine, trigger->tgargs[0], NAMEDATALEN) == 0 &&
+		strncmp(move->column, trigger->tgargs[1], NAMEDATALEN) == 0 &&
+		(str == NULL || (move->len == len && memcmp(move->state, str, len) == 0));
+}
+
+/*
+ * transition_note_move
+ *		An UPDATE in a partition let the row leave with this state: note it,
+ *		replacing the note of the same trigger's previous row.
+ */
+static void
+transition_note_move(TransitionTriggerCache *cache, Trigger *trigger,
+					 const char *str, int len)
+{
+	TransitionMove *slot = NULL;
+
+	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN)
+		return;					/* not a state: the INSERT will say so */
+	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
+		if (transition_move_matches(&transition_moves[i], cache, trigger, NULL, 0))
+			slot = &transition_moves[i];
+	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
+		if (!transition_moves[i].valid ||
+			transition_moves[i].cid != GetCurrentCommandId(false) ||
+			transition_moves[i].stmt_start != GetCurrentStatementStartTimestamp())
+			slot = &transition_moves[i];
+	if (slot == NULL)
+		slot = &transition_moves[0];
+
+	slot->valid = true;
+	slot->xact_start = GetCurrentTransactionStartTimestamp();
+	slot->stmt_start = GetCurrentStatementStartTimestamp();
+	slot->cid = GetCurrentCommandId(false);
+	slot->root = cache->root;
+	strlcpy(slot->machine, trigger->tgargs[0], NAMEDATALEN);
+	strlcpy(slot->column, trigger->tgargs[1], NAMEDATALEN);
+	slot->len = len;
+	memcpy(slot->state, str, len);
+}
+
+/*
+ * transition_take_move
+ *		Whether an INSERT into a partition is a row moved by an UPDATE that
+ *		was checked; the note is then used up.
+ */
+static bool
+transition_take_move(TransitionTriggerCache *cache, Trigger *trigger,
+					 const char *str, int len)
+{
+	for (int i = 0; i < TRANSITION_MOVES; i++)
+		if (transition_move_matches(&transition_moves[i], cache, trigger, str, len))
+		{
+			transition_moves[i].valid = false;
+			return true;
+		}
+	return false;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_check_transition);
 
 /*
@@ -300,12 +410,16 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 			int			from;
 
 			/* the repeat: the state stays as it is, nothing to check */
-			if (cache->kind == STATE_ENUM && oldval == newval)
+			if (cache->kind == STATE_ENUM && oldval == newval && !OidIsValid(cache->root))
 				return PointerGetDatum(newtuple);
 			transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
 			transition_state(cache, oldval, fcinfo->flinfo->fn_mcxt, &oldstr, &oldlen);
 			if (oldlen == newlen && memcmp(oldstr, newstr, newlen) == 0)
+			{
+				if (OidIsValid(cache->root))
+					transition_note_move(cache, trigdata->tg_trigger, newstr, newlen);
 				return PointerGetDatum(newtuple);
+			}
 
 			machine = transition_machine(cache, trigdata);
 			from = transition_find(machine, trigdata, attnum, oldstr, oldlen);
@@ -324,12 +438,19 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 						 errdetail("No transition leaves \"%s\".", machine->states[from]),
 						 errtablecol(trigdata->tg_relation, attnum)));
 			}
+			if (OidIsValid(cache->root))
+				transition_note_move(cache, trigdata->tg_trigger, newstr, newlen);
 			return PointerGetDatum(newtuple);
 		}
 	}
 
 	/* a new row, or a row that had no state yet: start in an initial state */
 	transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
+
+	/* unless it is a row an UPDATE moved here from another partition */
+	if (OidIsValid(cache->root) && TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) &&
+		transition_take_move(cache, trigdata->tg_trigger, newstr, newlen))
+		return PointerGetDatum(newtuple);
 	machine = transition_machine(cache, trigdata);
 	to = transition_find(machine, trigdata, attnum, newstr, newlen);
 	transition_require_initial(machine, trigdata, attnum, to);
