@@ -303,6 +303,30 @@ SELECT tableoid::regclass AS partition, id, status, version FROM pm ORDER BY id;
 -- the history sees a move as the row's arrival in the other partition
 SELECT table_name, row_key, from_state, to_state FROM idempotency.state_history
  WHERE row_key @> '{"id": 1}' ORDER BY changed_at, xid, to_state;
+-- a row version the UPDATE did not move is no licence for a new row, even
+-- in the same statement's function call
+CREATE FUNCTION pm_update_then_insert() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE public.pm SET version = version + 1 WHERE id = 2;
+	INSERT INTO public.pm (id, status) VALUES (5, 'paid');
+END $$;
+SELECT pm_update_then_insert();
+DROP FUNCTION pm_update_then_insert();
+-- another BEFORE UPDATE trigger in PL/pgSQL after the check does not hide
+-- the move
+CREATE FUNCTION pm_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.version := NEW.version;
+	PERFORM count(*) FROM public.pm;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER z BEFORE UPDATE ON pm FOR EACH ROW EXECUTE FUNCTION pm_touch();
+INSERT INTO pm (id, status) VALUES (6, 'created');
+UPDATE pm SET status = 'paying' WHERE id = 6;
+UPDATE pm SET status = 'paid' WHERE id = 6;
+DROP TRIGGER z ON pm;
+DROP FUNCTION pm_touch();
+SELECT tableoid::regclass AS partition, id, status, version FROM pm ORDER BY id;
 -- a row moved by another column keeps its state: still not a new row
 CREATE TABLE pr (id int, region text, status text NOT NULL, PRIMARY KEY (id, region))
 	PARTITION BY LIST (region);

@@ -16,12 +16,14 @@
  * partition and inserted into the other: the source partition's trigger
  * fires BEFORE UPDATE (and checks the transition), then the destination's
  * fires BEFORE INSERT, and would take the moved row for a new one that must
- * start in an initial state.  So the UPDATE notes, per backend, the state a
- * row of that partition tree leaves with (TransitionMove), and an INSERT in
- * the same tree, by the same command of the same statement, with the same
- * machine, column and state, is the move and is not checked again.  A note
- * is used once; one left by a row that did not move is replaced by the next
- * row's, and no other statement can match it (its command differs).
+ * start in an initial state.  So the UPDATE notes, per backend, the row
+ * version it let leave with a state (TransitionMove), and an INSERT into the
+ * same partition tree, with the same machine, column and state, is that
+ * move if the noted row version has since been deleted by this transaction
+ * as moved to another partition (core marks it so, and only a cross-
+ * partition UPDATE does): it is not checked again.  A row version is
+ * deleted once, so a note matches at most one INSERT; one left by a row
+ * that did not move never matches.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -32,18 +34,23 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/partition.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "idempotency.h"
@@ -76,18 +83,18 @@ typedef struct TransitionTriggerCache
 } TransitionTriggerCache;
 
 /*
- * A row an UPDATE let leave with a state, in a partition tree: if the row
- * moves to another partition, the destination's BEFORE INSERT is that move.
+ * A row version an UPDATE let leave with a state, in a partition tree: if
+ * the row moves to another partition, the destination's BEFORE INSERT is
+ * that move.
  */
 #define TRANSITION_MOVES 8
 
 typedef struct TransitionMove
 {
 	bool		valid;
-	TimestampTz xact_start;		/* the transaction, */
-	TimestampTz stmt_start;		/* statement */
-	CommandId	cid;			/* and command that updated the row */
 	Oid			root;			/* the partition tree */
+	Oid			relid;			/* the partition the row was in */
+	ItemPointerData tid;		/* and its version there */
 	char		machine[NAMEDATALEN];
 	char		column[NAMEDATALEN];
 	int			len;
@@ -95,6 +102,7 @@ typedef struct TransitionMove
 } TransitionMove;
 
 static TransitionMove transition_moves[TRANSITION_MOVES];
+static int	transition_moves_next = 0;
 
 static AttrNumber transition_check(Relation rel, Trigger *trigger);
 static void transition_build(TriggerCache *base, Relation rel, Trigger *trigger,
@@ -284,17 +292,15 @@ transition_require_initial(StateMachine *machine, TriggerData *trigdata,
 }
 
 /*
- * transition_move_matches
- *		Whether a note is of this command, tree, trigger and state.
+ * transition_move_of
+ *		Whether a note is of this partition tree and trigger (and, with str,
+ *		state).
  */
 static bool
-transition_move_matches(TransitionMove *move, TransitionTriggerCache *cache,
-						Trigger *trigger, const char *str, int len)
+transition_move_of(TransitionMove *move, TransitionTriggerCache *cache,
+				   Trigger *trigger, const char *str, int len)
 {
 	return move->valid &&
-		move->cid == GetCurrentCommandId(false) &&
-		move->stmt_start == GetCurrentStatementStartTimestamp() &&
-		move->xact_start == GetCurrentTransactionStartTimestamp() &&
 		move->root == cache->root &&
 		strncmp(move->machine, trigger->tgargs[0], NAMEDATALEN) == 0 &&
 		strncmp(move->column, trigger->tgargs[1], NAMEDATALEN) == 0 &&
@@ -303,54 +309,89 @@ transition_move_matches(TransitionMove *move, TransitionTriggerCache *cache,
 
 /*
  * transition_note_move
- *		An UPDATE in a partition let the row leave with this state: note it,
- *		replacing the note of the same trigger's previous row.
+ *		An UPDATE in a partition let a row version leave with this state:
+ *		note it, replacing the same trigger's note of an earlier row.
  */
 static void
-transition_note_move(TransitionTriggerCache *cache, Trigger *trigger,
+transition_note_move(TransitionTriggerCache *cache, TriggerData *trigdata,
 					 const char *str, int len)
 {
 	TransitionMove *slot = NULL;
 
-	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN)
-		return;					/* not a state: the INSERT will say so */
+	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN ||
+		!ItemPointerIsValid(&trigdata->tg_trigtuple->t_self))
+		return;
 	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
-		if (transition_move_matches(&transition_moves[i], cache, trigger, NULL, 0))
-			slot = &transition_moves[i];
-	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
-		if (!transition_moves[i].valid ||
-			transition_moves[i].cid != GetCurrentCommandId(false) ||
-			transition_moves[i].stmt_start != GetCurrentStatementStartTimestamp())
+		if (transition_move_of(&transition_moves[i], cache, trigdata->tg_trigger, NULL, 0) ||
+			!transition_moves[i].valid)
 			slot = &transition_moves[i];
 	if (slot == NULL)
-		slot = &transition_moves[0];
+	{
+		slot = &transition_moves[transition_moves_next];
+		transition_moves_next = (transition_moves_next + 1) % TRANSITION_MOVES;
+	}
 
 	slot->valid = true;
-	slot->xact_start = GetCurrentTransactionStartTimestamp();
-	slot->stmt_start = GetCurrentStatementStartTimestamp();
-	slot->cid = GetCurrentCommandId(false);
 	slot->root = cache->root;
-	strlcpy(slot->machine, trigger->tgargs[0], NAMEDATALEN);
-	strlcpy(slot->column, trigger->tgargs[1], NAMEDATALEN);
+	slot->relid = RelationGetRelid(trigdata->tg_relation);
+	slot->tid = trigdata->tg_trigtuple->t_self;
+	strlcpy(slot->machine, trigdata->tg_trigger->tgargs[0], NAMEDATALEN);
+	strlcpy(slot->column, trigdata->tg_trigger->tgargs[1], NAMEDATALEN);
 	slot->len = len;
 	memcpy(slot->state, str, len);
 }
 
 /*
+ * transition_moved_away
+ *		Whether a row version was deleted by this transaction as moved to
+ *		another partition.
+ */
+static bool
+transition_moved_away(Oid relid, ItemPointer tid)
+{
+	Relation	rel;
+	HeapTupleData tuple;
+	Buffer		buffer = InvalidBuffer;
+	bool		moved = false;
+
+	rel = try_table_open(relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	tuple.t_self = *tid;
+	if (rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		heap_fetch(rel, SnapshotAny, &tuple, &buffer, true))
+	{
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		moved = HeapTupleHeaderIndicatesMovedPartitions(tuple.t_data) &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple.t_data));
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	}
+	if (BufferIsValid(buffer))
+		ReleaseBuffer(buffer);
+	table_close(rel, AccessShareLock);
+	return moved;
+}
+
+/*
  * transition_take_move
- *		Whether an INSERT into a partition is a row moved by an UPDATE that
- *		was checked; the note is then used up.
+ *		Whether an INSERT into a partition is a row that an UPDATE, which
+ *		checked it, moved here; the note is then used up.
  */
 static bool
 transition_take_move(TransitionTriggerCache *cache, Trigger *trigger,
 					 const char *str, int len)
 {
 	for (int i = 0; i < TRANSITION_MOVES; i++)
-		if (transition_move_matches(&transition_moves[i], cache, trigger, str, len))
+	{
+		TransitionMove *move = &transition_moves[i];
+
+		if (transition_move_of(move, cache, trigger, str, len) &&
+			transition_moved_away(move->relid, &move->tid))
 		{
-			transition_moves[i].valid = false;
+			move->valid = false;
 			return true;
 		}
+	}
 	return false;
 }
 
@@ -417,7 +458,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 			if (oldlen == newlen && memcmp(oldstr, newstr, newlen) == 0)
 			{
 				if (OidIsValid(cache->root))
-					transition_note_move(cache, trigdata->tg_trigger, newstr, newlen);
+					transition_note_move(cache, trigdata, newstr, newlen);
 				return PointerGetDatum(newtuple);
 			}
 
@@ -439,7 +480,7 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 						 errtablecol(trigdata->tg_relation, attnum)));
 			}
 			if (OidIsValid(cache->root))
-				transition_note_move(cache, trigdata->tg_trigger, newstr, newlen);
+				transition_note_move(cache, trigdata, newstr, newlen);
 			return PointerGetDatum(newtuple);
 		}
 	}
