@@ -312,6 +312,12 @@ BEGIN
 END $$;
 SELECT pm_update_then_insert();
 DROP FUNCTION pm_update_then_insert();
+-- nor is a row version the partition no longer has
+BEGIN;
+UPDATE pm SET version = version + 1 WHERE id = 2;
+TRUNCATE pm_done;
+INSERT INTO pm (id, status) VALUES (5, 'paid');
+ROLLBACK;
 -- another BEFORE UPDATE trigger in PL/pgSQL after the check does not hide
 -- the move
 CREATE FUNCTION pm_touch() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -92,6 +92,7 @@ typedef struct TransitionTriggerCache
 typedef struct TransitionMove
 {
 	bool		valid;
+	TimestampTz xact_start;		/* the transaction of the UPDATE */
 	Oid			root;			/* the partition tree */
 	Oid			relid;			/* the partition the row was in */
 	ItemPointerData tid;		/* and its version there */
@@ -301,6 +302,7 @@ transition_move_of(TransitionMove *move, TransitionTriggerCache *cache,
 				   Trigger *trigger, const char *str, int len)
 {
 	return move->valid &&
+		move->xact_start == GetCurrentTransactionStartTimestamp() &&
 		move->root == cache->root &&
 		strncmp(move->machine, trigger->tgargs[0], NAMEDATALEN) == 0 &&
 		strncmp(move->column, trigger->tgargs[1], NAMEDATALEN) == 0 &&
@@ -323,7 +325,8 @@ transition_note_move(TransitionTriggerCache *cache, TriggerData *trigdata,
 		return;
 	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
 		if (transition_move_of(&transition_moves[i], cache, trigdata->tg_trigger, NULL, 0) ||
-			!transition_moves[i].valid)
+			!transition_moves[i].valid ||
+			transition_moves[i].xact_start != GetCurrentTransactionStartTimestamp())
 			slot = &transition_moves[i];
 	if (slot == NULL)
 	{
@@ -332,6 +335,7 @@ transition_note_move(TransitionTriggerCache *cache, TriggerData *trigdata,
 	}
 
 	slot->valid = true;
+	slot->xact_start = GetCurrentTransactionStartTimestamp();
 	slot->root = cache->root;
 	slot->relid = RelationGetRelid(trigdata->tg_relation);
 	slot->tid = trigdata->tg_trigtuple->t_self;
@@ -359,6 +363,7 @@ transition_moved_away(Oid relid, ItemPointer tid)
 		return false;
 	tuple.t_self = *tid;
 	if (rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		ItemPointerGetBlockNumber(tid) < RelationGetNumberOfBlocks(rel) &&
 		heap_fetch(rel, SnapshotAny, &tuple, &buffer, true))
 	{
 		LockBuffer(buffer, BUFFER_LOCK_SHARE);
