@@ -246,6 +246,43 @@ EXCEPTION WHEN SQLSTATE 'IV001' THEN
 	RAISE NOTICE 'caught SQLSTATE %', SQLSTATE;
 END $$;
 SELECT id, balance, version FROM acct ORDER BY id;
+-- a function in the action's SET list that runs a statement of its own,
+-- and one that fails in an exception block
+CREATE FUNCTION fee(amount int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN amount + (SELECT count(*) FROM public.moves WHERE id < 0);
+END $$;
+CREATE FUNCTION fee_failing(amount int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+	BEGIN
+		PERFORM 1 / (SELECT count(*) FROM public.moves WHERE id < 0)::int;
+	EXCEPTION WHEN division_by_zero THEN
+		NULL;
+	END;
+	RETURN amount;
+END $$;
+UPDATE moves SET read_version = 4 WHERE id = 1;
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - fee(m.amount), version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - fee(m.amount);
+SELECT id, balance, version FROM acct ORDER BY id;
+UPDATE moves SET read_version = 5 WHERE id = 1;
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - fee_failing(m.amount), version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - fee_failing(m.amount);
+SELECT id, balance, version FROM acct ORDER BY id;
+-- and the stale write through a function is still refused
+UPDATE moves SET read_version = 5 WHERE id = 1;
+MERGE INTO acct AS a USING moves AS m ON a.id = m.id
+WHEN MATCHED AND m.read_version IS NOT NULL THEN
+	UPDATE SET balance = a.balance - fee(m.amount), version = m.read_version + 1
+WHEN MATCHED THEN
+	UPDATE SET balance = a.balance - fee(m.amount);
+DROP FUNCTION fee(int), fee_failing(int);
 -- a partitioned target
 CREATE TABLE pacct (id int, region text, balance int NOT NULL, version int NOT NULL DEFAULT 1,
 					PRIMARY KEY (id, region)) PARTITION BY LIST (region);

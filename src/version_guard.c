@@ -21,10 +21,14 @@
  * WHEN condition of a MERGE whose target has BEFORE UPDATE row triggers; the
  * wrapper notes which action the executor chose for the row (the first whose
  * condition holds), and the trigger, which fires right after, reads the
- * columns that action sets.  The note is cleared when any statement starts
- * or ends, so a nested statement, or a MERGE run before the library was
- * loaded, falls back to tg_updatedcols: the old rule, which may refuse a
- * fresh write but never lets a stale one through.
+ * columns that action sets.  A statement run in between (by a function in
+ * the action's SET list, or by an earlier trigger) starts with no note and,
+ * when it ends, gives the MERGE's note back; the notes of the statements
+ * running in a backend are kept as a stack, which an abort unwinds.  A MERGE
+ * started before the library was loaded, or a note given up (a statement
+ * ended out of order, as a cursor does), falls back to tg_updatedcols: the
+ * old rule, which may refuse a fresh write but never lets a stale one
+ * through.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -37,6 +41,7 @@
 
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/xact.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -102,14 +107,32 @@ typedef struct VersionGuardMergeAction
 	Oid			relid;			/* the result relation */
 	bool		is_update;		/* an UPDATE action (else DELETE or nothing) */
 	List	   *update_colnos;	/* the columns it sets */
+	QueryDesc  *owner;			/* the MERGE */
 } VersionGuardMergeAction;
 
 /*
  * The action the executor chose for the MERGE row now being written, or
- * NULL.  Points into the MERGE's executor memory; cleared by every
- * ExecutorStart and ExecutorEnd, before that memory goes away.
+ * NULL.  Points into the MERGE's executor memory: never kept past its
+ * ExecutorEnd or its abort.
  */
 static VersionGuardMergeAction *merge_action = NULL;
+
+/*
+ * The statements running in this backend, innermost last, each with the
+ * note it started under, to give back when it ends.
+ */
+#define MERGE_STACK_SIZE 64
+
+typedef struct VersionGuardRunning
+{
+	QueryDesc  *query;
+	VersionGuardMergeAction *outer; /* merge_action when it started */
+	QueryDesc  *outer_owner;	/* and that action's MERGE */
+	int			nestlevel;		/* subtransaction it started in */
+} VersionGuardRunning;
+
+static VersionGuardRunning merge_stack[MERGE_STACK_SIZE];
+static int	merge_depth = 0;
 
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
@@ -223,6 +246,7 @@ version_guard_watch_merge(QueryDesc *queryDesc)
 				action->relid = RelationGetRelid(rri->ri_RelationDesc);
 				action->is_update = mas->mas_action->commandType == CMD_UPDATE;
 				action->update_colnos = mas->mas_action->updateColnos;
+				action->owner = queryDesc;
 				mas->mas_whenqual = &action->state;
 			}
 		}
@@ -232,12 +256,23 @@ version_guard_watch_merge(QueryDesc *queryDesc)
 
 /*
  * version_guard_ExecutorStart
- *		Forget the last MERGE row's action; watch a new MERGE's actions.
+ *		A statement starts with no note (the one it interrupts is kept for
+ *		its end); a MERGE's actions are watched.
  */
 static void
 version_guard_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
+	if (merge_depth < MERGE_STACK_SIZE)
+	{
+		VersionGuardRunning *running = &merge_stack[merge_depth++];
+
+		running->query = queryDesc;
+		running->outer = merge_action;
+		running->outer_owner = merge_action != NULL ? merge_action->owner : NULL;
+		running->nestlevel = GetCurrentTransactionNestLevel();
+	}
 	merge_action = NULL;
+
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);
 	else
@@ -251,12 +286,27 @@ version_guard_ExecutorStart(QueryDesc *queryDesc, int eflags)
 
 /*
  * version_guard_ExecutorEnd
- *		Forget the last MERGE row's action before its memory goes away.
+ *		A statement ends: the note it started under comes back if the MERGE
+ *		that made it is the statement right below (still running, so its
+ *		memory is there); otherwise there is none.
  */
 static void
 version_guard_ExecutorEnd(QueryDesc *queryDesc)
 {
 	merge_action = NULL;
+	for (int i = merge_depth - 1; i >= 0; i--)
+	{
+		if (merge_stack[i].query != queryDesc)
+			continue;
+		if (i == merge_depth - 1 && i > 0 && merge_stack[i].outer != NULL &&
+			merge_stack[i - 1].query == merge_stack[i].outer_owner)
+			merge_action = merge_stack[i].outer;
+		memmove(&merge_stack[i], &merge_stack[i + 1],
+				sizeof(VersionGuardRunning) * (merge_depth - i - 1));
+		merge_depth--;
+		break;
+	}
+
 	if (prev_ExecutorEnd)
 		prev_ExecutorEnd(queryDesc);
 	else
@@ -264,8 +314,44 @@ version_guard_ExecutorEnd(QueryDesc *queryDesc)
 }
 
 /*
+ * version_guard_xact_callback
+ *		At the end of a transaction no statement runs any more.
+ */
+static void
+version_guard_xact_callback(XactEvent event, void *arg)
+{
+	merge_action = NULL;
+	merge_depth = 0;
+}
+
+/*
+ * version_guard_subxact_callback
+ *		A subtransaction's abort ends the statements it started, without
+ *		their ExecutorEnd, and frees their memory: forget them, and give the
+ *		statement below the note it had when the first of them started.
+ */
+static void
+version_guard_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							   SubTransactionId parentSubid, void *arg)
+{
+	VersionGuardRunning *first = NULL;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	merge_action = NULL;
+	while (merge_depth > 0 &&
+		   merge_stack[merge_depth - 1].nestlevel >= GetCurrentTransactionNestLevel())
+		first = &merge_stack[--merge_depth];
+
+	/* as if the first of them had ended: the MERGE below gets its note back */
+	if (first != NULL && first->outer != NULL && merge_depth > 0 &&
+		merge_stack[merge_depth - 1].query == first->outer_owner)
+		merge_action = first->outer;
+}
+
+/*
  * VersionGuardInit
- *		Install the executor hooks, from _PG_init.
+ *		Install the executor hooks and transaction callbacks, from _PG_init.
  */
 void
 VersionGuardInit(void)
@@ -274,6 +360,8 @@ VersionGuardInit(void)
 	ExecutorStart_hook = version_guard_ExecutorStart;
 	prev_ExecutorEnd = ExecutorEnd_hook;
 	ExecutorEnd_hook = version_guard_ExecutorEnd;
+	RegisterXactCallback(version_guard_xact_callback, NULL);
+	RegisterSubXactCallback(version_guard_subxact_callback, NULL);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_version_guard);
