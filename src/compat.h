@@ -52,6 +52,20 @@
 #endif
 
 /*
+ * The lists of MergeActionState that a result relation's matched rows go
+ * through: 17 added WHEN NOT MATCHED BY SOURCE, whose actions may UPDATE too,
+ * and keeps the lists in one array.  Sets lists[] and returns their number.
+ */
+#if PG_VERSION_NUM >= 170000
+#define IdempotencyMergeUpdateLists(rri, lists) \
+	((lists)[0] = (rri)->ri_MergeActions[MERGE_WHEN_MATCHED], \
+	 (lists)[1] = (rri)->ri_MergeActions[MERGE_WHEN_NOT_MATCHED_BY_SOURCE], 2)
+#else
+#define IdempotencyMergeUpdateLists(rri, lists) \
+	((lists)[0] = (rri)->ri_matchedMergeAction, 1)
+#endif
+
+/*
  * Module magic.  18 records the library's name and version, which
  * pg_get_loaded_modules() shows; earlier majors only check the ABI.
  */

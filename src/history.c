@@ -7,12 +7,15 @@
  *
  * Kept apart from the checker so that the checker stays pure (it writes
  * nowhere) and the history is a choice per table.  A row is identified by its
- * primary key, as a jsonb object; the table by its schema-qualified name,
- * which survives pg_dump and restore (on a Citus shard, the distributed
- * table's name; the history itself stays on the shard's node).  The insert
- * runs as the history table's owner (through the SQL frame, sqlcall.c), so the
- * application needs no privilege on it; who may read a history row is decided
- * by row-level security: whoever may read the table it describes.
+ * primary key, as a jsonb object; the table by its schema-qualified name and
+ * its OID (on a Citus shard, the distributed table's; the history itself
+ * stays on the shard's node).  The insert runs as the history table's owner
+ * (through the SQL frame, sqlcall.c), so the application needs no privilege
+ * on it.  Who may read a history row is decided by row-level security
+ * (state_history_visible, below): a role that may read every row of the table
+ * it describes, while that table is still the same one.  A role under the
+ * table's own row-level security sees none of its history: the history row
+ * does not say whether the role could see the row it describes.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -26,16 +29,22 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/bitmapset.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/rls.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
@@ -64,19 +73,23 @@ typedef struct HistoryTriggerCache
 {
 	TriggerCache base;			/* the trigger and its state column */
 	char	   *table_name;		/* as the history names the table */
+	Oid			table_oid;		/* and its OID */
 	FmgrInfo	state_out;		/* the state column's output function */
 	int			nkeys;
 	HistoryKeyColumn *keys;		/* the primary key's columns */
 } HistoryTriggerCache;
 
-/* $1 table, $2 row key, $3 from, $4 to, $5 when, $6 xid, $7 role, $8 expiry */
+/*
+ * $1 table, $2 row key, $3 from, $4 to, $5 when, $6 xid, $7 role, $8 expiry,
+ * $9 table OID
+ */
 static SqlStatement history_insert = {
 	.sql = "INSERT INTO idempotency.state_history"
-	" (table_name, row_key, from_state, to_state, changed_at, xid, role, expires_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-	.nargs = 8,
+	" (table_name, row_key, from_state, to_state, changed_at, xid, role, expires_at, table_oid)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+	.nargs = 9,
 	.argtypes = {TEXTOID, JSONBOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, XID8OID, TEXTOID,
-	TIMESTAMPTZOID},
+	TIMESTAMPTZOID, OIDOID},
 	.expected_rc = SPI_OK_INSERT,
 };
 
@@ -160,8 +173,11 @@ history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext 
 	Oid			outfunc;
 	bool		isvarlena;
 
-	/* on a Citus shard, the distributed table's name */
+	/* on a Citus shard, the distributed table's name and OID */
 	cache->table_name = MemoryContextStrdup(cxt, IdempotencyCitusTableName(rel));
+	cache->table_oid = IdempotencyCitusShardOf(rel);
+	if (!OidIsValid(cache->table_oid))
+		cache->table_oid = RelationGetRelid(rel);
 	getTypeOutputInfo(TupleDescAttr(tupdesc, base->attnum - 1)->atttypid, &outfunc, &isvarlena);
 	fmgr_info_cxt(outfunc, &cache->state_out, cxt);
 	cache->keys = MemoryContextAllocZero(cxt, sizeof(HistoryKeyColumn) * bms_num_members(pkattrs));
@@ -169,15 +185,18 @@ history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext 
 	{
 		HistoryKeyColumn *col = &cache->keys[cache->nkeys++];
 		Oid			typid;
+		Oid			base;
 		char		category;
 		bool		preferred;
 
 		col->attnum = x + FirstLowInvalidHeapAttributeNumber;
 		typid = TupleDescAttr(tupdesc, col->attnum - 1)->atttypid;
-		get_type_category_preferred(typid, &category, &preferred);
-		if (typid == BOOLOID)
+		base = getBaseType(typid);
+		get_type_category_preferred(base, &category, &preferred);
+		if (base == BOOLOID)
 			col->kind = HISTORY_KEY_BOOL;
-		else if (category == TYPCATEGORY_NUMERIC && typid != FLOAT4OID && typid != FLOAT8OID)
+		else if (category == TYPCATEGORY_NUMERIC && base != FLOAT4OID &&
+				 base != FLOAT8OID && base != CASHOID)
 			col->kind = HISTORY_KEY_NUMBER;
 		else
 			col->kind = HISTORY_KEY_STRING;
@@ -189,7 +208,7 @@ history_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryContext 
 /*
  * history_row_key
  *		The row's primary key as a jsonb object: numbers and booleans as
- *		such, everything else as its text.
+ *		such, everything else (and NaN and infinities) as its text.
  */
 static Jsonb *
 history_row_key(HistoryTriggerCache *cache, Relation rel, HeapTuple tuple)
@@ -224,13 +243,23 @@ history_row_key(HistoryTriggerCache *cache, Relation rel, HeapTuple tuple)
 		{
 			char	   *str = OutputFunctionCall(&col->outfunc, d);
 
+			Numeric		num = NULL;
+
 			if (col->kind == HISTORY_KEY_NUMBER)
+				num = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+														  CStringGetDatum(str),
+														  ObjectIdGetDatum(InvalidOid),
+														  Int32GetDatum(-1)));
+
+			/*
+			 * JSON has no NaN nor Infinity: jsonb would print them, but as
+			 * text that no JSON parser (nor a restore of the history) reads
+			 * back.  Such a key is written as its text, like a non-number.
+			 */
+			if (num != NULL && !numeric_is_nan(num) && !numeric_is_inf(num))
 			{
 				val.type = jbvNumeric;
-				val.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
-																	  CStringGetDatum(str),
-																	  ObjectIdGetDatum(InvalidOid),
-																	  Int32GetDatum(-1)));
+				val.val.numeric = num;
 			}
 			else
 			{
@@ -274,8 +303,8 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	char	   *to_state;
 	char	   *from_state = NULL;
 	SqlCall		call;
-	Datum		values[8];
-	char		nulls[8];
+	Datum		values[9];
+	char		nulls[9];
 	Interval	ttl = {0};
 
 	cache = (HistoryTriggerCache *) IdempotencyTriggerCache(fcinfo, &HistoryTriggerProtocol);
@@ -305,6 +334,7 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	nulls[2] = from_state ? ' ' : 'n';
 	values[3] = CStringGetTextDatum(to_state);
 	values[5] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	values[8] = ObjectIdGetDatum(cache->table_oid);
 
 	SqlCallBegin(&call);
 	values[4] = TimestampTzGetDatum(call.now);
@@ -315,6 +345,47 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	SqlCallEnd(&call);
 
 	return PointerGetDatum(NULL);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_state_history_visible);
+
+/*
+ * idempotency_state_history_visible
+ *		state_history_visible(table_oid, table_name), the history's row-level
+ *		security: whether the current role may read history rows about the
+ *		table.  The table must still be the one that was written (its OID
+ *		still has the name the history records: not dropped, renamed, nor
+ *		replaced by a table created under the old name, whose owner must not
+ *		read the old one's history), the role must be able to SELECT it,
+ *		and no row-level security of the table may apply to the role.
+ *		Note: no schema lookup by name, so a role without USAGE on the
+ *		table's schema gets false rather than an error.
+ */
+Datum
+idempotency_state_history_visible(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	text	   *name = PG_GETARG_TEXT_PP(1);
+	HeapTuple	tuple;
+	Form_pg_class form;
+	const char *current;
+	char	   *nspname;
+
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		PG_RETURN_BOOL(false);
+	form = (Form_pg_class) GETSTRUCT(tuple);
+	nspname = get_namespace_name(form->relnamespace);
+	current = nspname == NULL ? NULL :
+		quote_qualified_identifier(nspname, NameStr(form->relname));
+	ReleaseSysCache(tuple);
+
+	if (current == NULL || strlen(current) != VARSIZE_ANY_EXHDR(name) ||
+		memcmp(current, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) != 0)
+		PG_RETURN_BOOL(false);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED);
 }
 
 /*

@@ -29,6 +29,7 @@
 #include "idempotency.h"
 #include "shmem.h"
 #include "stats.h"
+#include "triggers.h"
 
 IDEMPOTENCY_MODULE_MAGIC;
 
@@ -139,6 +140,7 @@ _PG_init(void)
 	IdempotencyCatalogInit();
 	IdempotencyStatsInit();
 	IdempotencyHintsInit();
+	VersionGuardInit();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

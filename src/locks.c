@@ -6,12 +6,19 @@
  *	  registry is touched (pessimistic locking, beside the version column's
  *	  optimistic one).
  *
- * The lock is PostgreSQL's advisory lock on a 64-bit hash of (owner, scope,
- * key), so two roles never contend on each other's keys.  Advisory locks are
- * node-local: under Citus each node has its own, and claims are serialised
- * by the registry's unique index, never by these locks (Citus rule 5).
- * The 64-bit space is shared with the application's own
- * pg_advisory_xact_lock(bigint) calls; a collision only serialises more.
+ * The lock is a transaction-scoped lock in the advisory lock method, on a
+ * 64-bit hash of (owner, scope, key), so two roles never contend on each
+ * other's keys.  Its tag has a fourth field (LOCK_FIELD4) that core's
+ * pg_advisory_* functions never use (they use 1 for a bigint and 2 for a
+ * pair of integers): no SQL can take, wait for or release these locks except
+ * through lock() and try_lock(), so a role that was never granted them
+ * cannot block an application's keys, nor be blocked by them.  They show in
+ * pg_locks as advisory locks with objsubid LOCK_FIELD4, wait like any heavy-
+ * weight lock (lock_timeout, deadlock detection) and are released at the
+ * end of the transaction; pg_advisory_unlock_all() does not touch them.
+ * Advisory locks are node-local: under Citus each node has its own, and
+ * claims are serialised by the registry's unique index, never by these locks
+ * (Citus rule 5).
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -25,6 +32,7 @@
 #include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 
 #include "idempotency.h"
@@ -35,11 +43,17 @@
 #define LOCK_HASH_SEED UINT64CONST(0x69646d70)
 
 /*
- * lock_tag
- *		The 64-bit lock number of (current role, scope, key).
+ * The advisory lock tag's fourth field for a key lock ("ID"): never 1 or 2,
+ * which are core's, so that no pg_advisory_* call names one of our locks.
  */
-static int64
-lock_tag(FunctionCallInfo fcinfo)
+#define LOCK_FIELD4 0x4944
+
+/*
+ * lock_tag
+ *		The lock tag of (current role, scope, key) in this database.
+ */
+static void
+lock_tag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 {
 	text	   *key;
 	text	   *scope;
@@ -58,7 +72,8 @@ lock_tag(FunctionCallInfo fcinfo)
 	appendStringInfoChar(&buf, '\0');
 	appendBinaryStringInfo(&buf, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	h = DatumGetUInt64(hash_any_extended((unsigned char *) buf.data, buf.len, LOCK_HASH_SEED));
-	return (int64) h;
+	pfree(buf.data);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, LOCK_FIELD4);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_lock);
@@ -71,7 +86,10 @@ PG_FUNCTION_INFO_V1(idempotency_lock);
 Datum
 idempotency_lock(PG_FUNCTION_ARGS)
 {
-	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(lock_tag(fcinfo)));
+	LOCKTAG		tag;
+
+	lock_tag(fcinfo, &tag);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	PG_RETURN_VOID();
 }
 
@@ -84,6 +102,8 @@ PG_FUNCTION_INFO_V1(idempotency_try_lock);
 Datum
 idempotency_try_lock(PG_FUNCTION_ARGS)
 {
-	return DirectFunctionCall1(pg_try_advisory_xact_lock_int8,
-							   Int64GetDatum(lock_tag(fcinfo)));
+	LOCKTAG		tag;
+
+	lock_tag(fcinfo, &tag);
+	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
 }

@@ -524,9 +524,11 @@ PG_FUNCTION_INFO_V1(idempotency_state_machines_changed);
 
 /*
  * idempotency_state_machines_changed
- *		AFTER ... FOR EACH STATEMENT on idempotency.state_machines: a relcache
- *		invalidation of the table reaches every backend at commit (and this
- *		one at once), and each drops its cached machines.
+ *		AFTER ... FOR EACH ROW (and AFTER TRUNCATE) on
+ *		idempotency.state_machines, ENABLE ALWAYS so that a subscription's
+ *		apply worker fires it too: a relcache invalidation of the table
+ *		reaches every backend at commit (and this one at once), and each
+ *		drops its cached machines.
  */
 Datum
 idempotency_state_machines_changed(PG_FUNCTION_ARGS)

@@ -12,6 +12,19 @@
  * on OLD, NEW, its arguments and the cached definitions, and writes nothing,
  * so it can run on every shard of a distributed table (Citus rule 8).
  *
+ * A row that an UPDATE moves to another partition is deleted from its
+ * partition and inserted into the other: the source partition's trigger
+ * fires BEFORE UPDATE (and checks the transition), then the destination's
+ * fires BEFORE INSERT, and would take the moved row for a new one that must
+ * start in an initial state.  So the UPDATE notes, per backend, the row
+ * version it let leave with a state (TransitionMove), and an INSERT into the
+ * same partition tree, with the same machine, column and state, is that
+ * move if the noted row version has since been deleted by this transaction
+ * as moved to another partition (core marks it so, and only a cross-
+ * partition UPDATE does): it is not checked again.  A row version is
+ * deleted once, so a note matches at most one INSERT; one left by a row
+ * that did not move never matches.
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -21,16 +34,23 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/partition.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "idempotency.h"
@@ -59,7 +79,31 @@ typedef struct TransitionTriggerCache
 	char	   *enum_labels[ENUM_CACHE_SIZE];
 	uint64		generation;		/* of the machine cache when machine was set */
 	StateMachine *machine;
+	Oid			root;			/* top of the partition tree, or InvalidOid */
 } TransitionTriggerCache;
+
+/*
+ * A row version an UPDATE let leave with a state, in a partition tree: if
+ * the row moves to another partition, the destination's BEFORE INSERT is
+ * that move.
+ */
+#define TRANSITION_MOVES 8
+
+typedef struct TransitionMove
+{
+	bool		valid;
+	TimestampTz xact_start;		/* the transaction of the UPDATE */
+	Oid			root;			/* the partition tree */
+	Oid			relid;			/* the partition the row was in */
+	ItemPointerData tid;		/* and its version there */
+	char		machine[NAMEDATALEN];
+	char		column[NAMEDATALEN];
+	int			len;
+	char		state[IDEMPOTENCY_SM_MAX_STATE_LEN + 1];
+} TransitionMove;
+
+static TransitionMove transition_moves[TRANSITION_MOVES];
+static int	transition_moves_next = 0;
 
 static AttrNumber transition_check(Relation rel, Trigger *trigger);
 static void transition_build(TriggerCache *base, Relation rel, Trigger *trigger,
@@ -112,6 +156,10 @@ transition_build(TriggerCache *base, Relation rel, Trigger *trigger, MemoryConte
 {
 	TransitionTriggerCache *cache = (TransitionTriggerCache *) base;
 	Oid			typid = TupleDescAttr(RelationGetDescr(rel), base->attnum - 1)->atttypid;
+
+	/* a partition: rows may move in from its siblings */
+	if (rel->rd_rel->relispartition)
+		cache->root = llast_oid(get_partition_ancestors(RelationGetRelid(rel)));
 
 	if (typid == TEXTOID || typid == VARCHAROID)
 		cache->kind = STATE_TEXT;
@@ -244,6 +292,114 @@ transition_require_initial(StateMachine *machine, TriggerData *trigdata,
 			 errtablecol(trigdata->tg_relation, attnum)));
 }
 
+/*
+ * transition_move_of
+ *		Whether a note is of this partition tree and trigger (and, with str,
+ *		state).
+ */
+static bool
+transition_move_of(TransitionMove *move, TransitionTriggerCache *cache,
+				   Trigger *trigger, const char *str, int len)
+{
+	return move->valid &&
+		move->xact_start == GetCurrentTransactionStartTimestamp() &&
+		move->root == cache->root &&
+		strncmp(move->machine, trigger->tgargs[0], NAMEDATALEN) == 0 &&
+		strncmp(move->column, trigger->tgargs[1], NAMEDATALEN) == 0 &&
+		(str == NULL || (move->len == len && memcmp(move->state, str, len) == 0));
+}
+
+/*
+ * transition_note_move
+ *		An UPDATE in a partition let a row version leave with this state:
+ *		note it, replacing the same trigger's note of an earlier row.
+ */
+static void
+transition_note_move(TransitionTriggerCache *cache, TriggerData *trigdata,
+					 const char *str, int len)
+{
+	TransitionMove *slot = NULL;
+
+	if (len > IDEMPOTENCY_SM_MAX_STATE_LEN ||
+		!ItemPointerIsValid(&trigdata->tg_trigtuple->t_self))
+		return;
+	for (int i = 0; i < TRANSITION_MOVES && slot == NULL; i++)
+		if (transition_move_of(&transition_moves[i], cache, trigdata->tg_trigger, NULL, 0) ||
+			!transition_moves[i].valid ||
+			transition_moves[i].xact_start != GetCurrentTransactionStartTimestamp())
+			slot = &transition_moves[i];
+	if (slot == NULL)
+	{
+		slot = &transition_moves[transition_moves_next];
+		transition_moves_next = (transition_moves_next + 1) % TRANSITION_MOVES;
+	}
+
+	slot->valid = true;
+	slot->xact_start = GetCurrentTransactionStartTimestamp();
+	slot->root = cache->root;
+	slot->relid = RelationGetRelid(trigdata->tg_relation);
+	slot->tid = trigdata->tg_trigtuple->t_self;
+	strlcpy(slot->machine, trigdata->tg_trigger->tgargs[0], NAMEDATALEN);
+	strlcpy(slot->column, trigdata->tg_trigger->tgargs[1], NAMEDATALEN);
+	slot->len = len;
+	memcpy(slot->state, str, len);
+}
+
+/*
+ * transition_moved_away
+ *		Whether a row version was deleted by this transaction as moved to
+ *		another partition.
+ */
+static bool
+transition_moved_away(Oid relid, ItemPointer tid)
+{
+	Relation	rel;
+	HeapTupleData tuple;
+	Buffer		buffer = InvalidBuffer;
+	bool		moved = false;
+
+	rel = try_table_open(relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	tuple.t_self = *tid;
+	if (rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		ItemPointerGetBlockNumber(tid) < RelationGetNumberOfBlocks(rel) &&
+		heap_fetch(rel, SnapshotAny, &tuple, &buffer, true))
+	{
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		moved = HeapTupleHeaderIndicatesMovedPartitions(tuple.t_data) &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple.t_data));
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	}
+	if (BufferIsValid(buffer))
+		ReleaseBuffer(buffer);
+	table_close(rel, AccessShareLock);
+	return moved;
+}
+
+/*
+ * transition_take_move
+ *		Whether an INSERT into a partition is a row that an UPDATE, which
+ *		checked it, moved here; the note is then used up.
+ */
+static bool
+transition_take_move(TransitionTriggerCache *cache, Trigger *trigger,
+					 const char *str, int len)
+{
+	for (int i = 0; i < TRANSITION_MOVES; i++)
+	{
+		TransitionMove *move = &transition_moves[i];
+
+		if (transition_move_of(move, cache, trigger, str, len) &&
+			transition_moved_away(move->relid, &move->tid))
+		{
+			move->valid = false;
+			return true;
+		}
+	}
+	return false;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_check_transition);
 
 /*
@@ -300,12 +456,16 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 			int			from;
 
 			/* the repeat: the state stays as it is, nothing to check */
-			if (cache->kind == STATE_ENUM && oldval == newval)
+			if (cache->kind == STATE_ENUM && oldval == newval && !OidIsValid(cache->root))
 				return PointerGetDatum(newtuple);
 			transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
 			transition_state(cache, oldval, fcinfo->flinfo->fn_mcxt, &oldstr, &oldlen);
 			if (oldlen == newlen && memcmp(oldstr, newstr, newlen) == 0)
+			{
+				if (OidIsValid(cache->root))
+					transition_note_move(cache, trigdata, newstr, newlen);
 				return PointerGetDatum(newtuple);
+			}
 
 			machine = transition_machine(cache, trigdata);
 			from = transition_find(machine, trigdata, attnum, oldstr, oldlen);
@@ -324,12 +484,19 @@ idempotency_check_transition(PG_FUNCTION_ARGS)
 						 errdetail("No transition leaves \"%s\".", machine->states[from]),
 						 errtablecol(trigdata->tg_relation, attnum)));
 			}
+			if (OidIsValid(cache->root))
+				transition_note_move(cache, trigdata, newstr, newlen);
 			return PointerGetDatum(newtuple);
 		}
 	}
 
 	/* a new row, or a row that had no state yet: start in an initial state */
 	transition_state(cache, newval, fcinfo->flinfo->fn_mcxt, &newstr, &newlen);
+
+	/* unless it is a row an UPDATE moved here from another partition */
+	if (OidIsValid(cache->root) && TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) &&
+		transition_take_move(cache, trigdata->tg_trigger, newstr, newlen))
+		return PointerGetDatum(newtuple);
 	machine = transition_machine(cache, trigdata);
 	to = transition_find(machine, trigdata, attnum, newstr, newlen);
 	transition_require_initial(machine, trigdata, attnum, to);

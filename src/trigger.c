@@ -62,13 +62,14 @@ trigger_protocol_error(const TriggerProtocol *protocol, const char *what)
 /*
  * IdempotencyTriggerCheck
  *		Check a trigger against its protocol: row level, timing, events and
- *		arguments, and that the column it names exists.  Returns the
- *		column's number.
+ *		arguments, and that the column it names exists (and, for a BEFORE
+ *		trigger, is not generated).  Returns the column's number.
  */
 AttrNumber
 IdempotencyTriggerCheck(const TriggerProtocol *protocol, Relation rel, Trigger *trigger)
 {
 	int16		tgtype = trigger->tgtype;
+	AttrNumber	attnum;
 
 	if (!TRIGGER_FOR_ROW(tgtype))
 		trigger_protocol_error(protocol, "must be fired for each row");
@@ -85,7 +86,22 @@ IdempotencyTriggerCheck(const TriggerProtocol *protocol, Relation rel, Trigger *
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("%s: trigger \"%s\" must have %s",
 						protocol->funcname, trigger->tgname, protocol->args_message)));
-	return trigger_column(rel, trigger, protocol->column_arg, protocol->column_role);
+	attnum = trigger_column(rel, trigger, protocol->column_arg, protocol->column_role);
+
+	/*
+	 * A BEFORE trigger sees a stored generated column before it is computed
+	 * (NULL in a new row, the old value in an update), so it could neither
+	 * check nor set it.
+	 */
+	if (protocol->before && TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attgenerated)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("%s: column \"%s\" of relation \"%s\" is a generated column",
+						protocol->funcname, trigger->tgargs[protocol->column_arg],
+						RelationGetRelationName(rel)),
+				 errdetail("Trigger \"%s\" fires before the column is computed, so it never sees the value written.",
+						   trigger->tgname)));
+	return attnum;
 }
 
 /*

@@ -66,6 +66,9 @@ extern const TriggerProtocol HistoryTriggerProtocol;
 extern const TriggerProtocol VersionGuardTriggerProtocol;
 extern void TransitionCheckMachine(Trigger *trigger);
 
+/* version_guard.c: the executor hooks that tell MERGE's actions apart */
+extern void VersionGuardInit(void);
+
 /* The trigger functions themselves, which trigger_ddl.c recognises. */
 extern PGDLLEXPORT Datum idempotency_check_transition(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum idempotency_record_transition(PG_FUNCTION_ARGS);

@@ -802,9 +802,25 @@ LANGUAGE C;
 
 REVOKE ALL ON FUNCTION idempotency.state_machines_changed() FROM PUBLIC;
 
+/*
+ * Row triggers, because a subscription's apply worker fires row triggers
+ * only (and TRUNCATE's statement triggers); ENABLE ALWAYS, because it runs
+ * with session_replication_role = replica.  Without them a subscriber's
+ * backends would keep enforcing a definition the publisher changed.
+ */
 CREATE TRIGGER state_machines_changed
-	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.state_machines
+	AFTER INSERT OR UPDATE OR DELETE ON idempotency.state_machines
+	FOR EACH ROW EXECUTE FUNCTION idempotency.state_machines_changed();
+CREATE TRIGGER state_machines_truncated
+	AFTER TRUNCATE ON idempotency.state_machines
 	FOR EACH STATEMENT EXECUTE FUNCTION idempotency.state_machines_changed();
+ALTER TABLE idempotency.state_machines ENABLE ALWAYS TRIGGER state_machines_changed;
+ALTER TABLE idempotency.state_machines ENABLE ALWAYS TRIGGER state_machines_truncated;
+
+COMMENT ON TRIGGER state_machines_changed ON idempotency.state_machines IS
+'tells every backend''s cache that a definition changed (fires in a subscription''s apply worker too)';
+COMMENT ON TRIGGER state_machines_truncated ON idempotency.state_machines IS
+'tells every backend''s cache that the definitions were truncated (fires in a subscription''s apply worker too)';
 
 /*
  * define_state_machine(name, transitions, initial): check and store a
@@ -944,9 +960,11 @@ COMMENT ON FUNCTION idempotency.check_transition() IS
 
 /*
  * State history: who moved which row from where to where, and when.  Row-
- * level security shows a row only to roles that may read the table it
- * describes.  No primary key: history has no natural one (Citus rule
- * 7 forbids inventing one with a serial).
+ * level security shows a row only to roles that may read every row of the
+ * table it describes, and only while that table is the one that was written
+ * (table_oid still has the name table_name): state_history_visible.  No
+ * primary key: history has no natural one (Citus rule 7 forbids inventing
+ * one with a serial).
  */
 CREATE TABLE idempotency.state_history (
 	table_name	pg_catalog.text NOT NULL,
@@ -956,7 +974,8 @@ CREATE TABLE idempotency.state_history (
 	changed_at	pg_catalog.timestamptz NOT NULL,
 	xid			pg_catalog.xid8 NOT NULL,
 	role		pg_catalog.text NOT NULL,
-	expires_at	pg_catalog.timestamptz NOT NULL
+	expires_at	pg_catalog.timestamptz NOT NULL,
+	table_oid	pg_catalog.oid NOT NULL
 );
 
 CREATE INDEX state_history_row_idx ON idempotency.state_history (table_name, row_key);
@@ -966,9 +985,26 @@ COMMENT ON TABLE idempotency.state_history IS
 'state changes recorded by record_transition triggers; kept for idempotency.history_ttl';
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.state_history', '');
+
+/*
+ * state_history_visible(table_oid, table_name): whether the current role may
+ * read a history row about that table: the table still exists under that
+ * name (a table dropped, renamed, or created again under the old name is
+ * another table), the role may SELECT it, and no row-level security
+ * applies to the role there (it sees every row the history describes).
+ */
+CREATE FUNCTION idempotency.state_history_visible(table_oid pg_catalog.oid,
+												  table_name pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'idempotency_state_history_visible'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idempotency.state_history_visible(pg_catalog.oid, pg_catalog.text) IS
+'whether the current role may read state_history rows about a table: it is still that table, readable in full';
+
 ALTER TABLE idempotency.state_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY state_history_readers ON idempotency.state_history FOR SELECT
-	USING (pg_catalog.has_table_privilege(pg_catalog.to_regclass(table_name), 'SELECT'));
+	USING (idempotency.state_history_visible(table_oid, table_name));
 REVOKE ALL ON TABLE idempotency.state_history FROM PUBLIC;
 GRANT SELECT ON TABLE idempotency.state_history TO PUBLIC;
 
@@ -1612,6 +1648,6 @@ COMMENT ON FUNCTION idempotency.stats() IS 'the counters behind the stats view';
 COMMENT ON FUNCTION idempotency.stats_reset() IS 'set every counter of the stats view back to zero (needs shared_preload_libraries)';
 COMMENT ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) IS 'drop a state machine that no check_transition trigger uses';
 COMMENT ON FUNCTION idempotency.state_machine_transitions(pg_catalog.text) IS 'a state machine''s transitions, one row each';
-COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'statement trigger on state_machines: tells every backend''s cache that a definition changed';
+COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'trigger on state_machines: tells every backend''s cache that a definition changed';
 COMMENT ON VIEW idempotency.my_records IS 'the calling role''s idempotency records';
 COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, and whether each is unused, used or expired';
