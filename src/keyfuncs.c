@@ -20,6 +20,7 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "key.h"
 #include "utils.h"
@@ -61,6 +62,7 @@ idempotency_make_key(PG_FUNCTION_ARGS)
 	StringInfoData raw;
 	char		checksum[KEY_CHECKSUM_HEXLEN + 1];
 
+	IdempotencyCheckNargs(fcinfo, KEY_NPARTS);
 	initStringInfo(&raw);
 	for (int i = 0; i < KEY_NPARTS; i++)
 	{

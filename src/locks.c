@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "sqlcall.h"
 #include "utils.h"
@@ -71,6 +72,7 @@ PG_FUNCTION_INFO_V1(idempotency_lock);
 Datum
 idempotency_lock(PG_FUNCTION_ARGS)
 {
+	IdempotencyCheckNargs(fcinfo, 2);
 	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(lock_tag(fcinfo)));
 	PG_RETURN_VOID();
 }
@@ -84,6 +86,7 @@ PG_FUNCTION_INFO_V1(idempotency_try_lock);
 Datum
 idempotency_try_lock(PG_FUNCTION_ARGS)
 {
+	IdempotencyCheckNargs(fcinfo, 2);
 	return DirectFunctionCall1(pg_try_advisory_xact_lock_int8,
 							   Int64GetDatum(lock_tag(fcinfo)));
 }

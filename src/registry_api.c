@@ -58,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "deferred.h"
+#include "extension.h"
 #include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
@@ -608,6 +609,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	Datum		values[BEGIN_NCOLUMNS];
 	bool		nulls[BEGIN_NCOLUMNS] = {0};
 
+	IdempotencyCheckNargs(fcinfo, 9);
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
@@ -835,6 +837,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	Datum		scope;
 	Size		size = 0;
 
+	IdempotencyCheckNargs(fcinfo, 8);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 4, "failed");
@@ -891,9 +894,12 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);
 Datum
 idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 {
-	Datum		key = IdempotencyKeyArg(fcinfo, 0);
-	Datum		scope = IdempotencyScopeArg(fcinfo, 1);
+	Datum		key;
+	Datum		scope;
 
+	IdempotencyCheckNargs(fcinfo, 3);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 1);
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
 	PG_RETURN_VOID();
 }
@@ -923,6 +929,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	bool		matches = false;
 	bool		matches_known = false;
 
+	IdempotencyCheckNargs(fcinfo, 3);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
