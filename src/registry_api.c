@@ -634,12 +634,9 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
 	else
 	{
-		args.lease_until = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease");
-		if (args.lease_until > args.expires_at)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lease must not be longer than ttl"),
-					 errdetail("A claim whose lease outlives its record could never be taken over.")));
+		/* a lease longer than ttl ends with the record: clamp it to ttl */
+		args.lease_until = Min(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease"),
+							   args.expires_at);
 	}
 
 	if (args.lock_timeout_ms > 0)
@@ -679,6 +676,33 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 }
 
 /*
+ * api_attempt_never_issued
+ *		Refuse an attempt number that no claim of this record was given:
+ *		larger than the latest, or not positive (attempts start from the
+ *		clock's seconds, and a driver may read a NULL attempt as 0).  latest
+ *		is the record's attempt, or the deferred claim's.
+ */
+static void
+api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
+						 const char *scopestr, int32 latest, bool deferred)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
+					attempt.value, keystr, scopestr),
+			 attempt.value <= 0 ?
+			 (deferred ?
+			  errdetail("Attempt numbers are positive; this transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("Attempt numbers are positive; the latest attempt is %d.", latest)) :
+			 (deferred ?
+			  errdetail("This transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("The latest attempt is %d.", latest)),
+			 attempt.value == 0 ?
+			 errhint("Pass the attempt that idempotent_begin returned, or NULL; a driver may read a NULL attempt as 0.") :
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
  * api_explain_miss
  *		finish or abandon changed no row: read the record and report why,
  *		with the SQLSTATE that tells the caller what to do about it.
@@ -698,13 +722,8 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
 
 	/* a fenced-off attempt hears about that first, whatever happened since */
-	if (attempt.given && attempt.value > rec.attempt)
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
-				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
-						attempt.value, keystr, scopestr),
-				 errdetail("The latest attempt is %d.", rec.attempt),
-				 errhint("Pass the attempt that idempotent_begin returned.")));
+	if (attempt.given && (attempt.value <= 0 || attempt.value > rec.attempt))
+		api_attempt_never_issued(attempt, keystr, scopestr, rec.attempt, false);
 	if (attempt.given && attempt.value != rec.attempt)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
@@ -745,6 +764,9 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 static void
 api_deferred_attempt(DeferredClaim *claim, RegistryAttempt attempt)
 {
+	if (attempt.given && (attempt.value <= 0 || attempt.value > claim->attempt))
+		api_attempt_never_issued(attempt, text_to_cstring(claim->key),
+								 text_to_cstring(claim->scope), claim->attempt, true);
 	if (attempt.given && attempt.value != claim->attempt)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),

@@ -574,7 +574,12 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.make_key(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
 'build the structured key prefix:business_id:operation:version:checksum';
 
-CREATE FUNCTION idempotency.parse_key(key idempotency.key,
+/*
+ * parse_key takes text, as every function taking a key does: a text or
+ * varchar value needs no cast, and an idempotency.key passes through its
+ * implicit cast to text.  The key type's rules are applied to it.
+ */
+CREATE FUNCTION idempotency.parse_key(key pg_catalog.text,
 									  OUT prefix pg_catalog.text,
 									  OUT business_id pg_catalog.text,
 									  OUT operation pg_catalog.text,
@@ -585,7 +590,7 @@ RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_parse_key'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 1;
 
-COMMENT ON FUNCTION idempotency.parse_key(idempotency.key) IS
+COMMENT ON FUNCTION idempotency.parse_key(pg_catalog.text) IS
 'split a structured key into its parts and check its checksum; no row for an opaque key';
 
 --
