@@ -636,8 +636,13 @@ COMMENT ON TABLE idempotency.registry IS
 
 REVOKE ALL ON TABLE idempotency.registry FROM PUBLIC;
 
--- pg_dump keeps the records
+/*
+ * pg_dump keeps the records.  The database's owner may read them (and the
+ * inbox and tokens below), so that its pg_dump of the whole database works;
+ * no other role may.
+ */
 SELECT pg_catalog.pg_extension_config_dump('idempotency.registry', '');
+GRANT SELECT ON TABLE idempotency.registry TO pg_database_owner;
 
 /*
  * A role's own records.  current_user is evaluated for the caller, and the
@@ -971,6 +976,15 @@ COMMENT ON TABLE idempotency.state_history IS
 'state changes recorded by record_transition triggers; kept for idempotency.history_ttl';
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.state_history', '');
+/*
+ * The database's owner (pg_database_owner) owns the history, so that it can
+ * read all of it past row-level security, which is what pg_dump needs (it
+ * refuses a table that row-level security would filter).  The C code writes
+ * and deletes history rows as the table's owner, never as the superuser who
+ * installed the extension (src/history.c), so nothing that owner attaches to
+ * the table runs with more than its own privileges.
+ */
+ALTER TABLE idempotency.state_history OWNER TO pg_database_owner;
 ALTER TABLE idempotency.state_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY state_history_readers ON idempotency.state_history FOR SELECT
 	USING (pg_catalog.has_table_privilege(pg_catalog.to_regclass(table_name), 'SELECT'));
@@ -1010,6 +1024,7 @@ COMMENT ON TABLE idempotency.inbox IS
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.inbox', '');
 REVOKE ALL ON TABLE idempotency.inbox FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.inbox TO pg_database_owner;
 
 CREATE FUNCTION idempotency.inbox_receive(consumer pg_catalog.text,
 										  message_id pg_catalog.text,
@@ -1111,6 +1126,7 @@ COMMENT ON TABLE idempotency.tokens IS
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.tokens', '');
 REVOKE ALL ON TABLE idempotency.tokens FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.tokens TO pg_database_owner;
 
 /* a role's own tokens, and why one was refused */
 CREATE VIEW idempotency.my_tokens WITH (security_barrier) AS
