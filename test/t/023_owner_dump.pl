@@ -6,9 +6,11 @@
 # can read none of the extension's tables.  Restored into a new database,
 # every completed key replays (nothing executes again), every message id is
 # a redelivery, every used token stays used, the machine is enforced and the
-# history is there, row for row.  pg_dump -n public leaves the extension and
-# its records out (README, "Backup and restore"), and so does -n idempotency;
-# adding --extension idempotency keeps them.
+# history is there, row for row.  A trigger the owner puts on state_history
+# runs as pg_database_owner, never as the superuser whose write or cleanup
+# fires it.  pg_dump -n public leaves the extension and its records out
+# (README, "Backup and restore"), and so does -n idempotency; adding
+# --extension idempotency keeps them.
 
 use strict;
 use warnings FATAL => 'all';
@@ -179,6 +181,30 @@ foreach my $case ([ 'public', '0' ], [ 'schemas', '0' ], [ 'both', '42' ])
 		  schemas => 'pg_dump -n idempotency does not select the extension\'s tables',
 		  both => 'pg_dump -n public --extension idempotency keeps every record' }->{$name});
 }
+
+# What the owner attaches to state_history runs as pg_database_owner, never
+# as the superuser whose write (or cleanup) adds or deletes history rows.
+as('shop_owner', 'shop', q{
+	CREATE TABLE history_log (op text, who text);
+	GRANT INSERT ON history_log TO pg_database_owner;
+	CREATE FUNCTION log_history() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO public.history_log VALUES (TG_OP, current_user);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER history_log AFTER INSERT OR DELETE ON idempotency.state_history
+		FOR EACH ROW EXECUTE FUNCTION log_history();
+});
+$node->safe_psql('shop', q{
+	UPDATE orders SET status = 'paid' WHERE id = 4;
+	UPDATE orders SET status = 'paid' WHERE id = 5;
+	UPDATE idempotency.state_history SET expires_at = now() - interval '1 minute'
+	 WHERE row_key = '{"id": 5}' AND to_state = 'paid';
+	SELECT idempotency.cleanup();
+});
+is(as('shop_owner', 'shop', q{SELECT string_agg(op || ' as ' || who, ', ' ORDER BY op) FROM history_log}),
+	'DELETE as pg_database_owner, INSERT as pg_database_owner, INSERT as pg_database_owner',
+	'a trigger the owner puts on state_history runs as pg_database_owner, for a superuser\'s writes and cleanup');
 
 $node->stop;
 done_testing();
