@@ -51,3 +51,20 @@ SELECT p.operation, p.checksum_ok
        LATERAL idempotency.parse_key(v.k) AS p
  ORDER BY 1;
 RESET search_path;
+
+-- parse_key takes text, as every function taking a key does: a text or
+-- varchar value needs no cast, and the key type's rules apply to it
+SELECT * FROM idempotency.parse_key('order:ORD1:pay:v1:00000000'::text);
+SELECT * FROM idempotency.parse_key('order:ORD1:pay:v1:00000000'::varchar);
+SELECT count(*) FROM idempotency.parse_key(idempotency.make_key('order', 'ORD1', 'pay')::text);
+SELECT prefix FROM (VALUES ('order:ORD1:pay:v1:00000000'::varchar(40))) AS v(k),
+       LATERAL idempotency.parse_key(v.k);
+DO $$
+DECLARE
+	k text := idempotency.make_key('order', 'ORD1', 'pay');
+	ok boolean;
+BEGIN
+	SELECT p.checksum_ok INTO ok FROM idempotency.parse_key(k) AS p;
+	RAISE NOTICE 'checksum_ok from a text variable: %', ok;
+END $$;
+SELECT * FROM idempotency.parse_key(' order:ORD1:pay:v1:00000000'::text);

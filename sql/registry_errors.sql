@@ -49,13 +49,14 @@ SELECT sqlstate_of($$SELECT idempotency.idempotent_begin(NULL)$$);
 SELECT idempotency.idempotent_begin('');
 SELECT idempotency.idempotent_begin(' k');
 
--- ttl and lease must be positive, and the lease no longer than the ttl
+-- ttl and lease must be positive; a lease longer than the ttl is clamped to it
 SELECT idempotency.idempotent_begin('k', ttl => '0');
 SELECT idempotency.idempotent_begin('k', ttl => '-1 hour');
 SELECT idempotency.idempotent_begin('k', ttl => '1 month -40 days');
 SELECT idempotency.idempotent_begin('k', lease => '0');
 SELECT idempotency.idempotent_begin('k', lease => '-5 minutes');
-SELECT idempotency.idempotent_begin('k', ttl => '1 minute', lease => '2 minutes');
+SELECT outcome, lease_until = expires_at AS lease_is_ttl
+  FROM idempotency.idempotent_begin('k-clamped', ttl => '1 minute', lease => '2 minutes');
 SELECT idempotency.idempotent_begin('k', ttl => '1000000 years');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_begin('k', ttl => '0')$$);
 

@@ -29,6 +29,7 @@
 
 #include "citus.h"
 #include "cleanup.h"
+#include "extension.h"
 #include "history.h"
 #include "idempotency.h"
 #include "inbox.h"
@@ -110,6 +111,7 @@ idempotency_cleanup(PG_FUNCTION_ARGS)
 	int32		batch_size = idempotency_cleanup_batch_size;
 	bool		more;
 
+	IdempotencyCheckNargs(fcinfo, 1);
 	if (!PG_ARGISNULL(0))
 		batch_size = PG_GETARG_INT32(0);
 	if (batch_size <= 0)

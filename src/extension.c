@@ -16,6 +16,17 @@
  * deptype 'e'), and the tables and the key type that the C code caches must
  * be members of the extension too; otherwise every function refuses to run.
  *
+ * The installed SQL objects must also be the ones this library was built
+ * for.  Between a package upgrade and ALTER EXTENSION ... UPDATE a new
+ * library runs with the old objects: pg_extension.extversion, read from the
+ * extension's row by OID, must be the library's version, and a layout that
+ * only an earlier build made (a schema that is the extension's namespace but
+ * not its member) is recognised as such; both are refused with the hint to
+ * update the extension, before anything else is looked at.  Each entry point
+ * that takes arguments checks, first thing, that the catalog passes as many
+ * as it reads (IdempotencyCheckNargs): a function declared by an earlier
+ * script may pass fewer, and reading past them reads garbage.
+ *
  * The answer is cached per backend.  Any change to pg_namespace (a schema
  * created, renamed or dropped) and a relcache invalidation of one of our
  * tables, or of everything, mark it stale, and the next caller checks again.
@@ -49,12 +60,16 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "citus.h"
+#include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "sqlcall.h"
@@ -195,6 +210,95 @@ catalog_require_member(Oid classid, Oid objid, const char *kind, const char *nam
 }
 
 /*
+ * catalog_check_version
+ *		Refuse SQL objects installed by another version of the extension than
+ *		this library's: the version in the extension's row (found by OID),
+ *		and the layout of an earlier build, whose schema was created by
+ *		CREATE EXTENSION (the extension's namespace) and so is no member.
+ */
+static void
+catalog_check_version(Oid extoid, Oid named_schema)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Datum		d;
+	bool		isnull;
+	char	   *version;
+	Oid			extnamespace;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(extoid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "could not find tuple for extension %u", extoid);
+	d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+	version = isnull ? pstrdup("") : TextDatumGetCString(d);
+	extnamespace = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (strcmp(version, IDEMPOTENCY_LIBRARY_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is installed at version \"%s\", but its library is version \"%s\"",
+						EXTENSION_NAME, version, IDEMPOTENCY_LIBRARY_VERSION),
+				 errdetail("The library and the extension's SQL objects must be of the same version."),
+				 errhint("Run ALTER EXTENSION %s UPDATE, then reconnect.",
+						 EXTENSION_NAME)));
+
+	if (OidIsValid(named_schema) && extnamespace == named_schema &&
+		!OidIsValid(catalog_member_schema(extoid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the SQL objects of extension \"%s\" were installed by an earlier build",
+						EXTENSION_NAME),
+				 errdetail("Schema \"%s\" is the extension's schema but not a member of it; this build's install script makes it a member.",
+						   EXTENSION_SCHEMA),
+				 errhint("Run ALTER EXTENSION %s UPDATE, then reconnect.",
+						 EXTENSION_NAME)));
+}
+
+/*
+ * IdempotencyCheckVersion
+ *		Only the version check of IdempotencyCatalogGet, for the cleanup
+ *		worker, which skips a database whose SQL objects are another
+ *		version's but counts any other refusal as a failure.  The extension
+ *		must be installed.
+ */
+void
+IdempotencyCheckVersion(void)
+{
+	catalog_check_version(get_extension_oid(EXTENSION_NAME, false),
+						  get_namespace_oid(EXTENSION_SCHEMA, true));
+}
+
+/*
+ * IdempotencyWrongNargs
+ *		IdempotencyCheckNargs found that the SQL function passes another
+ *		number of arguments than its entry point reads: its declaration is
+ *		another version's.
+ */
+void
+IdempotencyWrongNargs(FunctionCallInfo fcinfo, int nargs)
+{
+	Oid			fn_oid = fcinfo->flinfo ? fcinfo->flinfo->fn_oid : InvalidOid;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("function %s does not match the library of extension \"%s\"",
+					OidIsValid(fn_oid) ? format_procedure(fn_oid) : "(unknown)",
+					EXTENSION_NAME),
+			 errdetail("The function passes %d arguments; version \"%s\" of the library takes %d.",
+					   PG_NARGS(), IDEMPOTENCY_LIBRARY_VERSION, nargs),
+			 errhint("Run ALTER EXTENSION %s UPDATE, then reconnect.",
+					 EXTENSION_NAME)));
+}
+
+/*
  * catalog_lookup
  *		Find and check everything again.
  */
@@ -212,8 +316,9 @@ catalog_lookup(void)
 						EXTENSION_NAME),
 				 errhint("Run CREATE EXTENSION %s.", EXTENSION_NAME)));
 
-	member = catalog_member_schema(catalog.extoid);
 	named = get_namespace_oid(EXTENSION_SCHEMA, true);
+	catalog_check_version(catalog.extoid, named);
+	member = catalog_member_schema(catalog.extoid);
 	if (!OidIsValid(named) && OidIsValid(member))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_SCHEMA),

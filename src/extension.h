@@ -13,6 +13,8 @@
 #ifndef IDEMPOTENCY_EXTENSION_H
 #define IDEMPOTENCY_EXTENSION_H
 
+#include "fmgr.h"
+
 /*
  * extension.c: the extension's schema, tables and key type, found through
  * pg_extension and pg_depend and checked to be members of the extension.
@@ -37,5 +39,19 @@ typedef struct IdempotencyCatalog
 
 extern void IdempotencyCatalogInit(void);
 extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
+extern void IdempotencyCheckVersion(void);
+
+/*
+ * The SQL function must pass exactly the arguments its entry point reads: a
+ * declaration left by another version may pass fewer.  Every entry point
+ * that reads arguments checks this before reading any.
+ */
+#define IdempotencyCheckNargs(fcinfo, nargs) \
+	do { \
+		if (unlikely(PG_NARGS() != (nargs))) \
+			IdempotencyWrongNargs((fcinfo), (nargs)); \
+	} while (0)
+
+extern void IdempotencyWrongNargs(FunctionCallInfo fcinfo, int nargs);
 
 #endif							/* IDEMPOTENCY_EXTENSION_H */

@@ -49,6 +49,7 @@
 #include "utils/xid8.h"
 
 #include "citus.h"
+#include "extension.h"
 #include "history.h"
 #include "idempotency.h"
 #include "sqlcall.h"
@@ -111,6 +112,41 @@ static SqlStatement history_delete_expired = {
 };
 
 static AttrNumber history_check(Relation rel, Trigger *trigger);
+
+/*
+ * history_execute
+ *		Run a statement on state_history as the table's owner, not as the
+ *		registry's (the frame's).  state_history belongs to
+ *		pg_database_owner, so that the database's owner can read all of it,
+ *		row-level security notwithstanding, and so pg_dump it: anything that
+ *		owner attaches to the table (a trigger, an index expression, a
+ *		column default) then runs with the owner's privileges only, in a
+ *		security-restricted operation, as in core's maintenance commands.
+ *		An error restores the user with the (sub)transaction's abort.
+ */
+static uint64
+history_execute(SqlStatement *stmt, Datum *values, const char *nulls)
+{
+	Oid			relid = IdempotencyCatalogGet()->relids[IR_STATE_HISTORY];
+	HeapTuple	tup;
+	Oid			relowner;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		processed;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	relowner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(relowner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	processed = SqlExecute(stmt, values, nulls);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return processed;
+}
 static void history_build(TriggerCache *base, Relation rel, Trigger *trigger,
 						  MemoryContext cxt);
 
@@ -341,7 +377,7 @@ idempotency_record_transition(PG_FUNCTION_ARGS)
 	values[6] = call.owner;
 	values[7] = DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(call.now),
 									IntervalPGetDatum(&ttl));
-	(void) SqlExecute(&history_insert, values, nulls);
+	(void) history_execute(&history_insert, values, nulls);
 	SqlCallEnd(&call);
 
 	return PointerGetDatum(NULL);
@@ -397,5 +433,5 @@ HistoryDeleteExpired(SqlCall *call, int32 limit)
 {
 	Datum		values[2] = {TimestampTzGetDatum(call->now), Int32GetDatum(limit)};
 
-	return SqlExecute(&history_delete_expired, values, NULL);
+	return history_execute(&history_delete_expired, values, NULL);
 }

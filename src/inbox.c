@@ -29,6 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "citus.h"
+#include "extension.h"
 #include "idempotency.h"
 #include "inbox.h"
 #include "sqlcall.h"
@@ -200,6 +201,7 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	bool		first;
 
+	IdempotencyCheckNargs(fcinfo, 3);
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
 	values[2] = inbox_text_arg(fcinfo, 1, "message_id");
 
@@ -339,6 +341,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	bool	   *is_new;
 	int			emitted = 0;
 
+	IdempotencyCheckNargs(fcinfo, 3);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");

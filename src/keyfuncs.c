@@ -20,6 +20,7 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "key.h"
 #include "utils.h"
@@ -61,6 +62,7 @@ idempotency_make_key(PG_FUNCTION_ARGS)
 	StringInfoData raw;
 	char		checksum[KEY_CHECKSUM_HEXLEN + 1];
 
+	IdempotencyCheckNargs(fcinfo, KEY_NPARTS);
 	initStringInfo(&raw);
 	for (int i = 0; i < KEY_NPARTS; i++)
 	{
@@ -95,17 +97,18 @@ PG_FUNCTION_INFO_V1(idempotency_parse_key);
 
 /*
  * idempotency_parse_key
- *		parse_key(key): the four parts, the checksum, and whether the checksum
- *		matches.  A key that does not have the structured shape (five
+ *		parse_key(key): the four parts, the checksum, and whether the
+ *		checksum matches.  The key is text, checked as every function's key
+ *		argument is (IdempotencyKeyArg).  A key that does not have the structured shape (five
  *		non-empty parts, the last of them 8 hex digits) is opaque: no row.
  */
 Datum
 idempotency_parse_key(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *key = PG_GETARG_TEXT_PP(0);
-	const char *data = VARDATA_ANY(key);
-	int			len = VARSIZE_ANY_EXHDR(key);
+	text	   *key;
+	const char *data;
+	int			len;
 	int			starts[KEY_NPARTS + 1];
 	int			ends[KEY_NPARTS + 1];
 	int			nparts = 0;
@@ -115,6 +118,10 @@ idempotency_parse_key(PG_FUNCTION_ARGS)
 	char		expected[KEY_CHECKSUM_HEXLEN + 1];
 	const char *checksum;
 
+	IdempotencyCheckNargs(fcinfo, 1);
+	key = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
+	data = VARDATA_ANY(key);
+	len = VARSIZE_ANY_EXHDR(key);
 	InitMaterializedSRF(fcinfo, 0);
 
 	for (int i = 0; i <= len; i++)

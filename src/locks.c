@@ -35,6 +35,7 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "sqlcall.h"
 #include "utils.h"
@@ -88,6 +89,7 @@ idempotency_lock(PG_FUNCTION_ARGS)
 {
 	LOCKTAG		tag;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	lock_tag(fcinfo, &tag);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	PG_RETURN_VOID();
@@ -104,6 +106,7 @@ idempotency_try_lock(PG_FUNCTION_ARGS)
 {
 	LOCKTAG		tag;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	lock_tag(fcinfo, &tag);
 	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
 }

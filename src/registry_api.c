@@ -57,6 +57,7 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
@@ -584,6 +585,7 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	Datum	   *values;
 	bool	   *nulls;
 
+	IdempotencyCheckNargs(fcinfo, 9);
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
@@ -608,12 +610,9 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
 	else
 	{
-		args.lease_until = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease");
-		if (args.lease_until > args.expires_at)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lease must not be longer than ttl"),
-					 errdetail("A claim whose lease outlives its record could never be taken over.")));
+		/* a lease longer than ttl ends with the record: clamp it to ttl */
+		args.lease_until = Min(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease"),
+							   args.expires_at);
 	}
 
 	if (args.lock_timeout_ms > 0)
@@ -667,6 +666,33 @@ api_same_answer(const RegistryRow *rec, const RegistryAnswer *answer)
 }
 
 /*
+ * api_attempt_never_issued
+ *		Refuse an attempt number that no claim of this record was given:
+ *		larger than the latest, or not positive (attempts start from the
+ *		clock's seconds, and a driver may read a NULL attempt as 0).  latest
+ *		is the record's attempt, or the deferred claim's.
+ */
+static void
+api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
+						 const char *scopestr, int32 latest, bool deferred)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
+					attempt.value, keystr, scopestr),
+			 attempt.value <= 0 ?
+			 (deferred ?
+			  errdetail("Attempt numbers are positive; this transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("Attempt numbers are positive; the latest attempt is %d.", latest)) :
+			 (deferred ?
+			  errdetail("This transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("The latest attempt is %d.", latest)),
+			 attempt.value == 0 ?
+			 errhint("Pass the attempt that idempotent_begin returned, or NULL; a driver may read a NULL attempt as 0.") :
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
  * api_explain_miss
  *		finish or abandon changed no row: read the record and report why,
  *		with the SQLSTATE that tells the caller what to do about it.  A
@@ -692,13 +718,8 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 	current = DatumGetInt32(rec.values[RC_attempt]);
 
 	/* a fenced-off attempt hears about that first, whatever happened since */
-	if (attempt.given && attempt.value > current)
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
-				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
-						attempt.value, keystr, scopestr),
-				 errdetail("The latest attempt is %d.", current),
-				 errhint("Pass the attempt that idempotent_begin returned.")));
+	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
+		api_attempt_never_issued(attempt, keystr, scopestr, current, false);
 	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
@@ -757,6 +778,10 @@ api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
 {
 	int32		current = DatumGetInt32(claim->row.values[RC_attempt]);
 
+	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
+		api_attempt_never_issued(attempt, TextDatumGetCString(claim->row.values[RC_key]),
+								 TextDatumGetCString(claim->row.values[RC_scope]), current,
+								 claim->deferred);
 	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
@@ -857,6 +882,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	Datum		scope;
 	Size		size = 0;
 
+	IdempotencyCheckNargs(fcinfo, 8);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 4, "failed");
@@ -913,9 +939,12 @@ PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);
 Datum
 idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 {
-	Datum		key = IdempotencyKeyArg(fcinfo, 0);
-	Datum		scope = IdempotencyScopeArg(fcinfo, 1);
+	Datum		key;
+	Datum		scope;
 
+	IdempotencyCheckNargs(fcinfo, 3);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 1);
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
 	PG_RETURN_VOID();
 }
@@ -943,6 +972,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	bool		found = false;
 	int			matches_col;
 
+	IdempotencyCheckNargs(fcinfo, 3);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))

@@ -41,6 +41,7 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "key.h"
 #include "sqlcall.h"
@@ -172,6 +173,7 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 	SqlCall		call;
 	uint64		deleted = 0;
 
+	IdempotencyCheckNargs(fcinfo, 1);
 	values[0] = roles_name_arg(fcinfo, 0, "role_name");
 
 	SqlCallBegin(&call);
@@ -201,6 +203,7 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 	SqlCall		call;
 	uint64		moved = 0;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	values[0] = roles_name_arg(fcinfo, 0, "old_name");
 	values[1] = roles_name_arg(fcinfo, 1, "new_name");
 	if (strcmp(TextDatumGetCString(values[0]), TextDatumGetCString(values[1])) == 0)

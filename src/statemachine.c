@@ -831,13 +831,18 @@ PG_FUNCTION_INFO_V1(idempotency_define_state_machine);
 Datum
 idempotency_define_state_machine(PG_FUNCTION_ARGS)
 {
-	text	   *name_t = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
-	Jsonb	   *transitions = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
-	ArrayType  *initial = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
+	text	   *name_t;
+	Jsonb	   *transitions;
+	ArrayType  *initial;
 	char	   *name;
 	MachineBuild build;
 	Datum		values[3];
 	Oid			argtypes[3] = {TEXTOID, JSONBOID, TEXTARRAYOID};
+
+	IdempotencyCheckNargs(fcinfo, 3);
+	name_t = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	transitions = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
+	initial = PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2);
 
 	/* the schema named idempotency must be the extension's (extension.c) */
 	(void) IdempotencyCatalogGet();
@@ -882,12 +887,18 @@ PG_FUNCTION_INFO_V1(idempotency_transition_allowed);
 Datum
 idempotency_transition_allowed(PG_FUNCTION_ARGS)
 {
-	StateMachine *machine = StateMachineLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	text	   *from_t = PG_GETARG_TEXT_PP(1);
-	text	   *to_t = PG_GETARG_TEXT_PP(2);
-	int			from = StateMachineFindState(machine, VARDATA_ANY(from_t), VARSIZE_ANY_EXHDR(from_t));
-	int			to = StateMachineFindState(machine, VARDATA_ANY(to_t), VARSIZE_ANY_EXHDR(to_t));
+	StateMachine *machine;
+	text	   *from_t;
+	text	   *to_t;
+	int			from;
+	int			to;
 
+	IdempotencyCheckNargs(fcinfo, 3);
+	machine = StateMachineLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	from_t = PG_GETARG_TEXT_PP(1);
+	to_t = PG_GETARG_TEXT_PP(2);
+	from = StateMachineFindState(machine, VARDATA_ANY(from_t), VARSIZE_ANY_EXHDR(from_t));
+	to = StateMachineFindState(machine, VARDATA_ANY(to_t), VARSIZE_ANY_EXHDR(to_t));
 	if (from < 0 || to < 0)
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(from == to || StateMachineAllows(machine, from, to));

@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "extension.h"
 #include "idempotency.h"
 #include "key.h"
 #include "sqlcall.h"
@@ -103,6 +104,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	text	   *token;
 	TimestampTz expires;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	values[1] = IdempotencyScopeArg(fcinfo, 0);
 	IdempotencyRequireArg(fcinfo, 1, "ttl");
 
@@ -142,6 +144,7 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	bool		consumed;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 0, "token");
 	values[2] = IdempotencyKeyArg(fcinfo, 0);
 	values[1] = IdempotencyScopeArg(fcinfo, 1);

@@ -89,6 +89,7 @@
 
 #include "cleanup.h"
 #include "compat.h"
+#include "extension.h"
 #include "idempotency.h"
 #include "shmem.h"
 #include "sweep.h"
@@ -594,19 +595,76 @@ idempotency_launcher_main(Datum main_arg)
 }
 
 /*
+ * cleanup_record_skipped
+ *		This database's SQL objects are not the ones this library was built
+ *		for: note why in its status slot,
+ *		without counting a failure, so that the launcher keeps its usual
+ *		schedule.  Returns whether the reason is new, to be logged.
+ */
+static bool
+cleanup_record_skipped(Oid dbid, const char *reason)
+{
+	CleanupStatus *slot;
+	bool		is_new = true;
+
+	LWLockAcquire(IdempotencyShared->lock, LW_EXCLUSIVE);
+	slot = CleanupStatusFor(dbid);
+	if (slot != NULL)
+	{
+		is_new = strncmp(slot->last_error, reason, CLEANUP_ERROR_LEN - 1) != 0;
+		slot->last_end = GetCurrentTimestamp();
+		slot->backlog = false;
+		slot->next_run = 0;
+		strlcpy(slot->last_error, reason, CLEANUP_ERROR_LEN);
+	}
+	LWLockRelease(IdempotencyShared->lock);
+	return is_new;
+}
+
+/*
  * cleanup_should_run
- *		Whether this database has the extension.  Every node of a Citus
+ *		Whether this database has the extension, and its SQL objects are of
+ *		the version this library works with (extension.c).  If they are not
+ *		(the package was upgraded and ALTER EXTENSION ... UPDATE has not run
+ *		yet), the reason is logged, once, with its hint, and the database
+ *		skipped: an error would only repeat at every pass.  Any other
+ *		refusal (a schema that is not the extension's) fails the pass, as
+ *		before, with a backoff.  Every node of a Citus
  *		cluster runs the cleanup: cleanup() itself leaves distributed tables
  *		to the coordinator (citus.c) and cleans what is node-local.
  */
 static bool
-cleanup_should_run(void)
+cleanup_should_run(Oid dbid)
 {
+	MemoryContext workercxt = CurrentMemoryContext;
 	bool		run;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	run = OidIsValid(get_extension_oid("idempotency", true));
+	if (run)
+	{
+		PG_TRY();
+		{
+			IdempotencyCheckVersion();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(workercxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			if (cleanup_record_skipped(dbid, edata->message))
+			{
+				edata->elevel = LOG;
+				ThrowErrorData(edata);
+			}
+			return false;
+		}
+		PG_END_TRY();
+	}
 	CommitTransactionCommand();
 	return run;
 }
@@ -747,7 +805,7 @@ idempotency_cleanup_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, roleid, 0);
 
-	if (!cleanup_should_run())
+	if (!cleanup_should_run(dbid))
 		proc_exit(0);
 
 	started = GetCurrentTimestamp();

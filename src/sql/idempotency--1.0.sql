@@ -574,7 +574,12 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.make_key(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
 'build the structured key prefix:business_id:operation:version:checksum';
 
-CREATE FUNCTION idempotency.parse_key(key idempotency.key,
+/*
+ * parse_key takes text, as every function taking a key does: a text or
+ * varchar value needs no cast, and an idempotency.key passes through its
+ * implicit cast to text.  The key type's rules are applied to it.
+ */
+CREATE FUNCTION idempotency.parse_key(key pg_catalog.text,
 									  OUT prefix pg_catalog.text,
 									  OUT business_id pg_catalog.text,
 									  OUT operation pg_catalog.text,
@@ -585,7 +590,7 @@ RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_parse_key'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 1;
 
-COMMENT ON FUNCTION idempotency.parse_key(idempotency.key) IS
+COMMENT ON FUNCTION idempotency.parse_key(pg_catalog.text) IS
 'split a structured key into its parts and check its checksum; no row for an opaque key';
 
 --
@@ -631,8 +636,13 @@ COMMENT ON TABLE idempotency.registry IS
 
 REVOKE ALL ON TABLE idempotency.registry FROM PUBLIC;
 
--- pg_dump keeps the records
+/*
+ * pg_dump keeps the records.  The database's owner may read them (and the
+ * inbox and tokens below), so that its pg_dump of the whole database works;
+ * no other role may.
+ */
 SELECT pg_catalog.pg_extension_config_dump('idempotency.registry', '');
+GRANT SELECT ON TABLE idempotency.registry TO pg_database_owner;
 
 /*
  * A role's own records.  current_user is evaluated for the caller, and the
@@ -1002,6 +1012,15 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.state_history_visible(pg_catalog.oid, pg_catalog.text) IS
 'whether the current role may read state_history rows about a table: it is still that table, readable in full';
 
+/*
+ * The database's owner (pg_database_owner) owns the history, so that it can
+ * read all of it past row-level security, which is what pg_dump needs (it
+ * refuses a table that row-level security would filter).  The C code writes
+ * and deletes history rows as the table's owner, never as the superuser who
+ * installed the extension (src/history.c), so nothing that owner attaches to
+ * the table runs with more than its own privileges.
+ */
+ALTER TABLE idempotency.state_history OWNER TO pg_database_owner;
 ALTER TABLE idempotency.state_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY state_history_readers ON idempotency.state_history FOR SELECT
 	USING (idempotency.state_history_visible(table_oid, table_name));
@@ -1054,6 +1073,7 @@ COMMENT ON TABLE idempotency.inbox IS
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.inbox', '');
 REVOKE ALL ON TABLE idempotency.inbox FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.inbox TO pg_database_owner;
 
 CREATE FUNCTION idempotency.inbox_receive(consumer pg_catalog.text,
 										  message_id pg_catalog.text,
@@ -1155,6 +1175,7 @@ COMMENT ON TABLE idempotency.tokens IS
 
 SELECT pg_catalog.pg_extension_config_dump('idempotency.tokens', '');
 REVOKE ALL ON TABLE idempotency.tokens FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.tokens TO pg_database_owner;
 
 /* a role's own tokens, and why one was refused */
 CREATE VIEW idempotency.my_tokens WITH (security_barrier) AS

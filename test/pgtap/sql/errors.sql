@@ -16,7 +16,7 @@ SELECT throws_ok($$SELECT idempotency.idempotent_begin(NULL)$$, '22004', NULL, '
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', ttl => NULL)$$, '22004', NULL, 'NULL ttl: 22004');
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', ttl => '0')$$, '22023', NULL, 'zero ttl: 22023');
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', lease => '-1 s')$$, '22023', NULL, 'negative lease: 22023');
-SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', ttl => '1 s', lease => '1 min')$$, '22023', NULL, 'lease longer than ttl: 22023');
+SELECT is((SELECT lease_until = expires_at FROM idempotency.idempotent_begin('k-clamped', ttl => '1 s', lease => '1 min')), true, 'lease longer than ttl: clamped to ttl');
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', scope => repeat('s', 256))$$, '22023', NULL, 'scope too long: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('a', 'b:c', 'd')$$, '22023', NULL, 'make_key part with a colon: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('', 'b', 'd')$$, '22023', NULL, 'make_key empty part: 22023');

@@ -39,7 +39,7 @@ SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
-SELECT has_function('idempotency', 'parse_key', ARRAY['idempotency.key']);
+SELECT has_function('idempotency', 'parse_key', ARRAY['text']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
 SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
 SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'], 'volatile');
