@@ -27,8 +27,10 @@ $node->start;
 
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION idempotency;
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('done-1');
 	SELECT idempotency.idempotent_finish('done-1', '{"n": 1}');
+	COMMIT;
 	SELECT outcome FROM idempotency.idempotent_begin('held-1');
 });
 
@@ -174,11 +176,13 @@ is($node->safe_psql('postgres', q{
 	'replay/completed in_progress/processing execute/processing',
 	'restored signatures: begin replays, sees the held claim and executes');
 is($node->safe_psql('postgres', q{
-	SELECT idempotency.idempotent_finish('held-1', '{"n": 2}', status_code => 201);
+	SELECT idempotency.idempotent_finish('held-1', '{"n": 2}', status_code => 201,
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'held-1'));
 	SELECT status_code FROM idempotency.registry WHERE key = 'held-1'}),
 	"completed\n201", 'restored signatures: finish stores the status code');
 is($node->safe_psql('postgres', q{
-	SELECT idempotency.idempotent_abandon('new-1');
+	SELECT idempotency.idempotent_abandon('new-1',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'new-1'));
 	SELECT status FROM idempotency.registry WHERE key = 'new-1'}),
 	"\nabandoned", 'restored signatures: abandon gives up the claim');
 is($node->safe_psql('postgres', q{
@@ -225,8 +229,10 @@ ok($node->poll_query_until('postgres', q{
 	   AND (SELECT last_error IS NULL FROM idempotency.cleanup_status WHERE datname = 'postgres')}),
 	'put back: the cleanup deletes the expired records and clears its reason');
 is($node->safe_psql('postgres', q{
+	BEGIN;
 	SELECT outcome FROM idempotency.idempotent_begin('done-1');
 	SELECT idempotency.idempotent_finish('done-1', '{"n": 3}');
+	COMMIT;
 	SELECT outcome FROM idempotency.idempotent_begin('done-1')}),
 	"execute\ncompleted\nreplay", 'put back: begin and finish work');
 

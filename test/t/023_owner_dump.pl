@@ -50,6 +50,7 @@ sub as
 
 # every kind of record, as the owner and as the clerk
 my $records = q{
+	BEGIN;
 	SELECT count(*) FROM (
 		SELECT idempotency.idempotent_begin('PREFIX-' || i, request => jsonb_build_object('n', i))
 		  FROM generate_series(1, 20) AS i) AS b;
@@ -58,6 +59,7 @@ my $records = q{
 			   failed => i % 5 = 0, status_code => CASE WHEN i % 5 = 0 THEN 502 ELSE 201 END,
 			   body => convert_to('body ' || i, 'UTF8'))
 		  FROM generate_series(1, 20) AS i) AS f;
+	COMMIT;
 	SELECT idempotency.idempotent_begin('PREFIX-held', lease => '1 hour');
 	SELECT count(*) FROM (
 		SELECT idempotency.inbox_receive('billing', 'PREFIX-msg-' || i) FROM generate_series(1, 10) AS i) AS r;
