@@ -65,6 +65,7 @@ static const char *const citus_table_names[CITUS_NUM_TABLES] = {
 	[CITUS_INBOX] = "inbox",
 	[CITUS_TOKENS] = "tokens",
 	[CITUS_HISTORY] = "state_history",
+	[CITUS_OUTBOX] = "outbox",
 };
 
 typedef struct CitusTableState

@@ -24,6 +24,7 @@ typedef enum IdempotencyRelation
 	IR_TOKENS,
 	IR_STATE_MACHINES,
 	IR_STATE_HISTORY,
+	IR_OUTBOX,
 	IR_NUM
 } IdempotencyRelation;
 
