@@ -39,6 +39,11 @@ SELECT :'generated' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[
 	   (SELECT ordering_key = message_id FROM idempotency.my_outbox WHERE message_id = :'generated') AS own_key;
 SELECT count(DISTINCT idempotency.outbox_send('audit', to_jsonb(g))) AS distinct_ids FROM generate_series(1, 100) AS g;
 DELETE FROM idempotency.outbox WHERE topic = 'audit';
+-- an id that happens to name a key with undelivered messages joins its order
+SELECT idempotency.outbox_send('audit', '1', 'stream-x', message_id => 'x-1');
+SELECT idempotency.outbox_send('audit', '2', message_id => 'stream-x');
+SELECT message_id, ordering_key, seq FROM idempotency.my_outbox WHERE topic = 'audit' ORDER BY seq;
+DELETE FROM idempotency.outbox WHERE topic = 'audit';
 
 -- an id is refused while the message is kept (pending, or delivered until
 -- its expiry), under the same ordering key

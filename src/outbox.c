@@ -76,14 +76,33 @@
  * $1 owner, $2 ordering key, $3 message id, $4 topic, $5 payload, $6
  * headers, $7 now.  Inserts nothing when a concurrent sender took the same
  * number and committed (the caller then tries again with the next one).
+ * The key's highest number is read with ORDER BY ... LIMIT 1, one backward
+ * probe of the index of undelivered messages: a max() may be planned as a
+ * scan of all the key's undelivered messages.
  */
 static SqlStatement send_stmt = {
 	.sql = "INSERT INTO idempotency.outbox AS o"
 	" (owner, ordering_key, seq, message_id, topic, payload, headers, sent_at)"
-	" SELECT $1, $2, COALESCE(pg_catalog.max(p.seq), 0) OPERATOR(pg_catalog.+) 1, $3, $4, $5, $6, $7"
-	"   FROM idempotency.outbox AS p"
-	"  WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.=) $2"
-	"    AND p.delivered_at IS NULL"
+	" VALUES ($1, $2, COALESCE((SELECT p.seq FROM idempotency.outbox AS p"
+	"   WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.=) $2"
+	"     AND p.delivered_at IS NULL"
+	"   ORDER BY p.seq DESC LIMIT 1), 0) OPERATOR(pg_catalog.+) 1, $3, $4, $5, $6, $7)"
+	" ON CONFLICT (owner, ordering_key, seq) WHERE delivered_at IS NULL DO NOTHING",
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/*
+ * The first message of a key: a message without an ordering key (its new id
+ * is its key) needs no probe for the key's highest number.  Inserts nothing
+ * if the key has an undelivered message numbered 1 after all (send_stmt
+ * then numbers it).
+ */
+static SqlStatement send_first_stmt = {
+	.sql = "INSERT INTO idempotency.outbox AS o"
+	" (owner, ordering_key, seq, message_id, topic, payload, headers, sent_at)"
+	" VALUES ($1, $2, 1, $3, $4, $5, $6, $7)"
 	" ON CONFLICT (owner, ordering_key, seq) WHERE delivered_at IS NULL DO NOTHING",
 	.nargs = 7,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID},
@@ -275,6 +294,8 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 	bool		explicit_id;
+	bool		own_key;
+	bool		sent = false;
 
 	memset(nulls, ' ', sizeof(nulls));
 
@@ -305,7 +326,8 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	values[6] = TimestampTzGetDatum(call.now);
 	if (!explicit_id)
 		values[2] = outbox_new_message_id(call.now);
-	if (values[1] == (Datum) 0)
+	own_key = values[1] == (Datum) 0;
+	if (own_key)
 		values[1] = values[2];	/* ordered on its own */
 
 	/*
@@ -323,10 +345,16 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 
 	/*
 	 * Zero rows: a concurrent sender of the key took the number and committed
-	 * while this one waited; the next try sees it.
+	 * while this one waited; the next try sees it.  A key of its own is new:
+	 * its first number needs no probe.
 	 */
-	while (SqlExecute(&send_stmt, values, nulls) == 0)
+	if (own_key && SqlExecute(&send_first_stmt, values, nulls) == 1)
+		sent = true;
+	while (!sent)
+	{
+		sent = SqlExecute(&send_stmt, values, nulls) == 1;
 		CHECK_FOR_INTERRUPTS();
+	}
 	SqlCallEnd(&call);
 
 	PG_RETURN_DATUM(values[2]);
