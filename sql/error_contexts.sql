@@ -220,6 +220,7 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('outbox_send: key held, statement_timeout', :'statement_timeout', $$SELECT idempotency.outbox_send('ec', '{}', 'ec-held')$$, '57014'),
 ('outbox_send: id held, lock_timeout', :'lock_timeout', $$SELECT idempotency.outbox_send('ec', '{}', 'ec-held', message_id => 'ec-held-1')$$, '55P03'),
 ('outbox_send: not granted', :'nobody', $$SELECT idempotency.outbox_send('ec', '{}')$$, '42501'),
+('outbox_send: logical, wal_level too low', 'idempotency.outbox_delivery = logical', $$SELECT idempotency.outbox_send('ec', '{}')$$, '55000'),
 ('outbox_fetch: batch_size not positive', NULL, $$SELECT * FROM idempotency.outbox_fetch(0)$$, '22023'),
 ('outbox_fetch: batch_size is null', NULL, $$SELECT * FROM idempotency.outbox_fetch(NULL)$$, '22004'),
 ('outbox_fetch: lease not positive', NULL, $$SELECT * FROM idempotency.outbox_fetch(lease => '-1 s')$$, '22023'),

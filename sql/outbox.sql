@@ -130,6 +130,11 @@ SELECT idempotency.outbox_ack(1, ARRAY[['m1'], ['m2']]);
 SELECT idempotency.outbox_ack(1, array_fill('m'::text, ARRAY[10001]));
 SELECT idempotency.outbox_ack(1, ARRAY['m1'], ttl => '-1 day');
 SELECT idempotency.outbox_ack(1, ARRAY['m1'], ttl => NULL);
+-- logical decoding needs wal_level = logical (test/t/023_outbox_logical.pl)
+SET idempotency.outbox_delivery = logical;
+SELECT idempotency.outbox_send('t', '{}');
+RESET idempotency.outbox_delivery;
+SET idempotency.outbox_delivery = cdc;
 SELECT count(*) AS nothing_written FROM idempotency.outbox WHERE topic = 't';
 
 -- messages belong to the sending role: another role neither sees, fetches

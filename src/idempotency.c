@@ -26,6 +26,7 @@
 #include "cleanup.h"
 #include "compat.h"
 #include "idempotency.h"
+#include "outbox.h"
 #include "shmem.h"
 #include "stats.h"
 
@@ -44,6 +45,14 @@ char	   *idempotency_cleanup_role = NULL;
 
 /* How long state history rows are kept, in seconds. */
 int			idempotency_history_ttl = 30 * 24 * 3600;
+
+int			idempotency_outbox_delivery = OUTBOX_DELIVERY_RELAY;
+
+static const struct config_enum_entry outbox_delivery_options[] = {
+	{"relay", OUTBOX_DELIVERY_RELAY, false},
+	{"logical", OUTBOX_DELIVERY_LOGICAL, false},
+	{NULL, 0, false}
+};
 
 void		_PG_init(void);
 
@@ -119,6 +128,18 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("idempotency.outbox_delivery",
+							 "Sets how messages sent with outbox_send reach their consumers.",
+							 "relay: relays fetch and acknowledge them; logical: each is "
+							 "written as a transactional logical decoding message, for "
+							 "change data capture, and kept only as delivered.",
+							 &idempotency_outbox_delivery,
+							 OUTBOX_DELIVERY_RELAY,
+							 outbox_delivery_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	IdempotencyReserveGUCPrefix("idempotency");
 

@@ -51,5 +51,6 @@ extern int	idempotency_cleanup_batch_size;
 extern int	idempotency_cleanup_max_rows_per_second;
 extern char *idempotency_cleanup_role;
 extern int	idempotency_history_ttl;
+extern int	idempotency_outbox_delivery;
 
 #endif							/* IDEMPOTENCY_H */

@@ -54,12 +54,14 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -109,6 +111,35 @@ static SqlStatement send_first_stmt = {
 	.expected_rc = SPI_OK_INSERT,
 };
 
+/*
+ * With idempotency.outbox_delivery = logical: the message as a transactional
+ * logical decoding message (parameters as send_stmt's), and its row, stored
+ * delivered ($8 expires_at) so that its id stays taken and the owner sees it
+ * in my_outbox, but never handed to a relay.
+ */
+#define OUTBOX_LOGICAL_PREFIX "idempotency.outbox"
+#define OUTBOX_LOGICAL_KEEP (7 * USECS_PER_DAY)
+
+static SqlStatement emit_stmt = {
+	.sql = "SELECT pg_catalog.pg_logical_emit_message(true, '" OUTBOX_LOGICAL_PREFIX "',"
+	" pg_catalog.jsonb_build_object('message_id', $3, 'topic', $4, 'ordering_key', $2,"
+	"  'payload', $5, 'headers', $6, 'sent_at', $7, 'owner', $1)::pg_catalog.text)",
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+};
+
+static SqlStatement send_delivered_stmt = {
+	.sql = "INSERT INTO idempotency.outbox AS o"
+	" (owner, ordering_key, seq, message_id, topic, payload, headers, sent_at, delivered_at, expires_at)"
+	" VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $7, $8)",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
 /* whether a message id was sent before under this key ($1 owner, $2, $3) */
 static SqlStatement sent_stmt = {
 	.sql = "SELECT FROM idempotency.outbox AS o"
@@ -130,43 +161,56 @@ static SqlStatement attempt_stmt = {
 
 /*
  * $1 owner, $2 the key to start after, $3 batch size, $4 now, $5 lease
- * until, $6 attempt.  heads is the loose scan: the first undelivered
- * message of each key after $2, key by key, one index probe each; it runs
- * only as far as the LIMIT pulls it.  Of those, the ones no live lease holds
- * are locked, passing over any a transaction holds (another relay's fetch,
- * an acknowledgement), and handed out.  A row that changed after the
- * statement's snapshot is locked in its new version and checked again; if
- * it is still ready, its new version is not visible to the UPDATE and it
- * waits for the next fetch.
+ * until, $6 attempt; BOUND is a condition on the keys to visit.  heads is
+ * the loose scan: the first undelivered message of each key after $2, key
+ * by key, one index probe each; it runs only as far as the LIMIT pulls it.
+ * Of those, the ones no live lease holds are locked, passing over any a
+ * transaction holds (another relay's fetch, an acknowledgement), and handed
+ * out.  A row that changed after the statement's snapshot is locked in its
+ * new version and checked again; if it is still ready, its new version is
+ * not visible to the UPDATE and it waits for the next fetch.
  */
+#define FETCH_SQL(BOUND) \
+	"WITH RECURSIVE heads (ordering_key, seq) AS (" \
+	"  (SELECT p.ordering_key, p.seq FROM idempotency.outbox AS p" \
+	"    WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.>) $2" \
+	"      AND p.delivered_at IS NULL" BOUND \
+	"    ORDER BY p.ordering_key, p.seq LIMIT 1)" \
+	"  UNION ALL" \
+	"  SELECT n.ordering_key, n.seq FROM heads AS h, LATERAL" \
+	"   (SELECT p.ordering_key, p.seq FROM idempotency.outbox AS p" \
+	"     WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.>) h.ordering_key" \
+	"       AND p.delivered_at IS NULL" BOUND \
+	"     ORDER BY p.ordering_key, p.seq LIMIT 1) AS n)" \
+	" UPDATE idempotency.outbox AS o" \
+	"    SET attempt = $6, deliveries = o.deliveries OPERATOR(pg_catalog.+) 1, lease_until = $5" \
+	"  WHERE o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"        SELECT r.ctid FROM heads AS h, LATERAL" \
+	"         (SELECT c.ctid FROM idempotency.outbox AS c" \
+	"           WHERE c.owner OPERATOR(pg_catalog.=) $1" \
+	"             AND c.ordering_key OPERATOR(pg_catalog.=) h.ordering_key" \
+	"             AND c.seq OPERATOR(pg_catalog.=) h.seq AND c.delivered_at IS NULL" \
+	"             AND (c.lease_until IS NULL OR c.lease_until OPERATOR(pg_catalog.<=) $4)" \
+	"           FOR UPDATE OF c SKIP LOCKED) AS r" \
+	"        LIMIT $3))" \
+	"    AND o.owner OPERATOR(pg_catalog.=) $1 AND o.delivered_at IS NULL" \
+	" RETURNING o.message_id, o.topic, o.ordering_key, o.payload, o.headers, o.sent_at," \
+	"  o.attempt, o.deliveries, o.lease_until"
+
+/* the keys after $2 */
 static SqlStatement fetch_stmt = {
-	.sql = "WITH RECURSIVE heads (ordering_key, seq) AS ("
-	"  (SELECT p.ordering_key, p.seq FROM idempotency.outbox AS p"
-	"    WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.>) $2"
-	"      AND p.delivered_at IS NULL"
-	"    ORDER BY p.ordering_key, p.seq LIMIT 1)"
-	"  UNION ALL"
-	"  SELECT n.ordering_key, n.seq FROM heads AS h, LATERAL"
-	"   (SELECT p.ordering_key, p.seq FROM idempotency.outbox AS p"
-	"     WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.>) h.ordering_key"
-	"       AND p.delivered_at IS NULL"
-	"     ORDER BY p.ordering_key, p.seq LIMIT 1) AS n)"
-	" UPDATE idempotency.outbox AS o"
-	"    SET attempt = $6, deliveries = o.deliveries OPERATOR(pg_catalog.+) 1, lease_until = $5"
-	"  WHERE o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"        SELECT r.ctid FROM heads AS h, LATERAL"
-	"         (SELECT c.ctid FROM idempotency.outbox AS c"
-	"           WHERE c.owner OPERATOR(pg_catalog.=) $1"
-	"             AND c.ordering_key OPERATOR(pg_catalog.=) h.ordering_key"
-	"             AND c.seq OPERATOR(pg_catalog.=) h.seq AND c.delivered_at IS NULL"
-	"             AND (c.lease_until IS NULL OR c.lease_until OPERATOR(pg_catalog.<=) $4)"
-	"           FOR UPDATE OF c SKIP LOCKED) AS r"
-	"        LIMIT $3))"
-	"    AND o.owner OPERATOR(pg_catalog.=) $1 AND o.delivered_at IS NULL"
-	" RETURNING o.message_id, o.topic, o.ordering_key, o.payload, o.headers, o.sent_at,"
-	"  o.attempt, o.deliveries, o.lease_until",
+	.sql = FETCH_SQL(""),
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID},
+	.expected_rc = SPI_OK_UPDATE_RETURNING,
+	.natts = 9,
+};
+
+/* the keys after $2 up to $7: the scan wrapped around to the first key */
+static SqlStatement fetch_wrapped_stmt = {
+	.sql = FETCH_SQL(" AND p.ordering_key OPERATOR(pg_catalog.<=) $7"),
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TEXTOID},
 	.expected_rc = SPI_OK_UPDATE_RETURNING,
 	.natts = 9,
 };
@@ -291,8 +335,8 @@ Datum
 idempotency_outbox_send(PG_FUNCTION_ARGS)
 {
 	SqlCall		call;
-	Datum		values[7];
-	char		nulls[7];
+	Datum		values[8];
+	char		nulls[8];
 	bool		explicit_id;
 	bool		own_key;
 	bool		sent = false;
@@ -343,6 +387,26 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 				 errdetail("A message id is kept until the message's delivery has expired."),
 				 errhint("Give every message its own id, or let outbox_send generate one.")));
 
+	if (idempotency_outbox_delivery == OUTBOX_DELIVERY_LOGICAL)
+	{
+		/*
+		 * Consumers read the messages in commit order from the WAL: no
+		 * numbering, no relay.
+		 */
+		if (!XLogLogicalInfoActive())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot send outbox messages through logical decoding while \"wal_level\" is \"%s\"",
+							GetConfigOption("wal_level", false, false)),
+					 errhint("Set \"wal_level\" to \"logical\" and restart, or set \"idempotency.outbox_delivery\" to \"relay\".")));
+		values[7] = TimestampTzGetDatum(call.now + OUTBOX_LOGICAL_KEEP);
+		(void) SqlExecute(&send_delivered_stmt, values, nulls);
+		if (SqlExecute(&emit_stmt, values, nulls) != 1)
+			elog(ERROR, "could not write an outbox message to the WAL");
+		SqlCallEnd(&call);
+		PG_RETURN_DATUM(values[2]);
+	}
+
 	/*
 	 * Zero rows: a concurrent sender of the key took the number and committed
 	 * while this one waited; the next try sees it.  A key of its own is new:
@@ -378,14 +442,15 @@ outbox_text_cmp(const void *a, const void *b)
 
 /*
  * outbox_fetch_pass
- *		Hand out up to limit ready messages of keys after the one in
- *		values[1] (fetch_stmt's parameters); put them into the result and
- *		return how many.  *last gets the greatest key handed out, if any.
+ *		Hand out up to limit ready messages with stmt (fetch_stmt or
+ *		fetch_wrapped_stmt, and their parameters); put them into the result
+ *		and return how many.  *last gets the greatest key handed out, if any.
  */
 static int
-outbox_fetch_pass(SqlCall *call, ReturnSetInfo *rsinfo, Datum *values, Datum *last)
+outbox_fetch_pass(SqlCall *call, SqlStatement *stmt, ReturnSetInfo *rsinfo,
+				  Datum *values, Datum *last)
 {
-	uint64		n = SqlExecute(&fetch_stmt, values, NULL);
+	uint64		n = SqlExecute(stmt, values, NULL);
 
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -419,7 +484,7 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SqlCall		call;
-	Datum		values[6];
+	Datum		values[7];
 	int32		batch_size;
 	int			handed;
 	Datum		last = (Datum) 0;
@@ -445,19 +510,21 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 		elog(ERROR, "could not draw an outbox attempt");
 	values[5] = SqlResult(0, 1, &isnull);
 
-	handed = outbox_fetch_pass(&call, rsinfo, values, &last);
+	handed = outbox_fetch_pass(&call, &fetch_stmt, rsinfo, values, &last);
 
 	/*
-	 * Short of a full batch after the cursor: wrap around to the first key.
-	 * The keys handed out just now are leased, so this pass passes over them.
+	 * Short of a full batch after the cursor: wrap around to the first key,
+	 * up to the cursor.  The keys handed out just now are leased, so this
+	 * pass passes over them.
 	 */
 	if (handed < batch_size && outbox_cursor_len > 0)
 	{
 		Datum		wrapped = (Datum) 0;
 
+		values[6] = values[1];
 		values[1] = CStringGetTextDatum("");
 		values[2] = Int32GetDatum(batch_size - handed);
-		handed += outbox_fetch_pass(&call, rsinfo, values, &wrapped);
+		handed += outbox_fetch_pass(&call, &fetch_wrapped_stmt, rsinfo, values, &wrapped);
 		if (wrapped != (Datum) 0)
 			last = wrapped;
 	}

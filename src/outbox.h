@@ -16,6 +16,13 @@
 
 #include "sqlcall.h"
 
+/* idempotency.outbox_delivery: how sent messages reach their consumers */
+typedef enum OutboxDelivery
+{
+	OUTBOX_DELIVERY_RELAY,		/* relays fetch and acknowledge them */
+	OUTBOX_DELIVERY_LOGICAL		/* logical decoding messages, for CDC */
+} OutboxDelivery;
+
 /* The most messages outbox_fetch hands out, and outbox_ack takes, at once. */
 #define IDEMPOTENCY_OUTBOX_MAX_BATCH 10000
 

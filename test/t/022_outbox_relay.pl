@@ -10,7 +10,8 @@
 # - within each ordering key the effects happened in the order the messages
 #   were sent;
 # - messages were handed out more than once (the kills did land), and the
-#   consumer's inbox turned the redeliveries away.
+#   consumer's inbox turned the redeliveries away;
+# - the background cleanup deletes the delivered messages once they expire.
 #
 # The relay is a PL/pgSQL procedure: fetch a batch and commit (the lease),
 # apply each message in the consumer database through dblink (one
@@ -252,5 +253,18 @@ cmp_ok($redelivered, '>', 0, "$redelivered messages were handed out more than on
 my $turned_away = $node->safe_psql('consumer',
 	'SELECT count(*) - count(DISTINCT message_id) FROM deliveries');
 cmp_ok($turned_away, '>', 0, "the consumer's inbox turned away $turned_away redeliveries");
+
+# the background cleanup deletes delivered messages once they expire, and
+# leaves undelivered ones alone
+$node->safe_psql('producer', q{
+	SELECT idempotency.outbox_send('orders', '{"late": true}', 'late-key', message_id => 'late');
+	UPDATE idempotency.outbox SET expires_at = now() - interval '1 second' WHERE delivered_at IS NOT NULL;
+	ALTER SYSTEM SET idempotency.cleanup_interval = '1s';
+	SELECT pg_reload_conf();
+});
+ok($node->poll_query_until('producer', 'SELECT count(*) = 1 FROM idempotency.outbox'),
+	'the background cleanup deleted the expired delivered messages');
+is($node->safe_psql('producer', 'SELECT message_id FROM idempotency.outbox'), 'late',
+	'and left the undelivered one');
 
 done_testing();
