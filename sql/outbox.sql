@@ -38,6 +38,11 @@ SELECT idempotency.outbox_send('audit', '"login"') AS generated \gset
 SELECT :'generated' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_v7,
 	   (SELECT ordering_key = message_id FROM idempotency.my_outbox WHERE message_id = :'generated') AS own_key;
 SELECT count(DISTINCT idempotency.outbox_send('audit', to_jsonb(g))) AS distinct_ids FROM generate_series(1, 100) AS g;
+-- two in one row: each call returns the id it stored
+CREATE TEMP TABLE two AS SELECT idempotency.outbox_send('audit', '1') AS i1, idempotency.outbox_send('audit', '2') AS i2;
+SELECT i1 <> i2 AS differ, (SELECT count(*) FROM idempotency.outbox WHERE message_id IN (i1, i2)) AS both_stored
+  FROM two;
+DROP TABLE two;
 DELETE FROM idempotency.outbox WHERE topic = 'audit';
 -- an id that happens to name a key with undelivered messages joins its order
 SELECT idempotency.outbox_send('audit', '1', 'stream-x', message_id => 'x-1');

@@ -368,8 +368,8 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	SqlCallBegin(&call);
 	values[0] = call.owner;
 	values[6] = TimestampTzGetDatum(call.now);
-	if (!explicit_id)
-		values[2] = outbox_new_message_id(call.now);
+	if (!explicit_id)			/* returned: out of SPI's memory */
+		values[2] = SqlKeep(&call, outbox_new_message_id(call.now));
 	own_key = values[1] == (Datum) 0;
 	if (own_key)
 		values[1] = values[2];	/* ordered on its own */
