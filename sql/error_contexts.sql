@@ -47,6 +47,7 @@ SELECT outcome FROM idempotency.idempotent_begin('ec-done', request => '{"n": 1}
 SELECT idempotency.idempotent_finish('ec-done', '{"done": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'ec-done' AND r.scope = ''));
 SELECT outcome FROM idempotency.idempotent_begin('ec-live', lease => '1 hour');
 SELECT idempotency.inbox_receive('ec', 'seen');
+SELECT idempotency.outbox_send('ec', '{}', 'ec', message_id => 'ec-sent');
 CREATE TABLE ec_tokens (name text PRIMARY KEY, token idempotency.key);
 INSERT INTO ec_tokens SELECT 'held', idempotency.issue_token('ec');
 
@@ -106,6 +107,7 @@ SELECT outcome FROM idempotency.idempotent_begin('ec-held');
 PREPARE TRANSACTION 'ec_claim';
 BEGIN;
 SELECT idempotency.inbox_receive('ec', 'held');
+SELECT idempotency.outbox_send('ec', '{}', 'ec-held', message_id => 'ec-held-1');
 PREPARE TRANSACTION 'ec_inbox';
 BEGIN;
 SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held';
@@ -122,6 +124,7 @@ CREATE TABLE ec_before AS
 SELECT 'registry' AS tab, r::text AS content FROM idempotency.registry AS r
 UNION ALL SELECT 'inbox', i::text FROM idempotency.inbox AS i
 UNION ALL SELECT 'tokens', t::text FROM idempotency.tokens AS t
+UNION ALL SELECT 'outbox', o::text FROM idempotency.outbox AS o
 UNION ALL SELECT 'state_machines', m::text FROM idempotency.state_machines AS m
 UNION ALL SELECT 'state_history', count(*)::text FROM idempotency.state_history
 UNION ALL SELECT 'ec_orders', o::text FROM ec_orders AS o
@@ -206,6 +209,29 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('consume_token: token is null', NULL, $$SELECT idempotency.consume_token(NULL, 'ec')$$, '22004'),
 ('consume_token: scope too long', NULL, $$SELECT idempotency.consume_token('tk_0', repeat('s', 256))$$, '22023'),
 ('consume_token: held, lock_timeout', :'lock_timeout', $$SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held'$$, '55P03'),
+-- the outbox: a second sender of a key waits for the first
+('outbox_send: topic is null', NULL, $$SELECT idempotency.outbox_send(NULL, '{}')$$, '22004'),
+('outbox_send: payload is null', NULL, $$SELECT idempotency.outbox_send('ec', NULL)$$, '22004'),
+('outbox_send: ordering_key empty', NULL, $$SELECT idempotency.outbox_send('ec', '{}', '')$$, '22023'),
+('outbox_send: headers not an object', NULL, $$SELECT idempotency.outbox_send('ec', '{}', headers => '1')$$, '22023'),
+('outbox_send: message_id too long', NULL, $$SELECT idempotency.outbox_send('ec', '{}', message_id => repeat('m', 256))$$, '22023'),
+('outbox_send: id already sent', NULL, $$SELECT idempotency.outbox_send('ec', '{}', 'ec', message_id => 'ec-sent')$$, '23505'),
+('outbox_send: key held, lock_timeout', :'lock_timeout', $$SELECT idempotency.outbox_send('ec', '{}', 'ec-held')$$, '55P03'),
+('outbox_send: key held, statement_timeout', :'statement_timeout', $$SELECT idempotency.outbox_send('ec', '{}', 'ec-held')$$, '57014'),
+('outbox_send: id held, lock_timeout', :'lock_timeout', $$SELECT idempotency.outbox_send('ec', '{}', 'ec-held', message_id => 'ec-held-1')$$, '55P03'),
+('outbox_send: not granted', :'nobody', $$SELECT idempotency.outbox_send('ec', '{}')$$, '42501'),
+('outbox_send: logical, wal_level too low', 'idempotency.outbox_delivery = logical', $$SELECT idempotency.outbox_send('ec', '{}')$$, '55000'),
+('outbox_fetch: batch_size not positive', NULL, $$SELECT * FROM idempotency.outbox_fetch(0)$$, '22023'),
+('outbox_fetch: batch_size is null', NULL, $$SELECT * FROM idempotency.outbox_fetch(NULL)$$, '22004'),
+('outbox_fetch: lease not positive', NULL, $$SELECT * FROM idempotency.outbox_fetch(lease => '-1 s')$$, '22023'),
+('outbox_fetch: not granted', :'nobody', $$SELECT * FROM idempotency.outbox_fetch()$$, '42501'),
+('outbox_ack: attempt is null', NULL, $$SELECT idempotency.outbox_ack(NULL, ARRAY['ec-sent'])$$, '22004'),
+('outbox_ack: a null id', NULL, $$SELECT idempotency.outbox_ack(1, ARRAY['ec-sent', NULL])$$, '22004'),
+('outbox_ack: two dimensions', NULL, $$SELECT idempotency.outbox_ack(1, ARRAY[['a'], ['b']])$$, '2202E'),
+('outbox_ack: too many ids', NULL, $$SELECT idempotency.outbox_ack(1, array_fill('m'::text, ARRAY[10001]))$$, '54000'),
+('outbox_ack: ttl not positive', NULL, $$SELECT idempotency.outbox_ack(1, ARRAY['ec-sent'], ttl => '0')$$, '22023'),
+('outbox_ack: not held by the attempt', NULL, $$SELECT idempotency.outbox_ack(-1, ARRAY['ec-sent'])$$, 'IK004'),
+('outbox_ack: not granted', :'nobody', $$SELECT idempotency.outbox_ack(1, ARRAY['ec-sent'])$$, '42501'),
 -- key locks
 ('lock: key is null', NULL, $$SELECT idempotency.lock(NULL)$$, '22004'),
 ('lock: scope too long', NULL, $$SELECT idempotency.lock('ec-new', repeat('s', 256))$$, '22023'),
@@ -346,6 +372,7 @@ SELECT b.tab, b.n AS before, a.n AS after
 			   FROM (SELECT 'registry' AS tab, r::text AS content FROM idempotency.registry AS r
 					 UNION ALL SELECT 'inbox', i::text FROM idempotency.inbox AS i
 					 UNION ALL SELECT 'tokens', t::text FROM idempotency.tokens AS t
+					 UNION ALL SELECT 'outbox', o::text FROM idempotency.outbox AS o
 					 UNION ALL SELECT 'state_machines', m::text FROM idempotency.state_machines AS m
 					 UNION ALL SELECT 'state_history', count(*)::text FROM idempotency.state_history
 					 UNION ALL SELECT 'ec_orders', o::text FROM ec_orders AS o
@@ -378,6 +405,7 @@ SELECT idempotency.inbox_receive('ec', 'held');
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['ec-new-1', 'held', 'ec-new-2']);
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['seen', 'held']);
 SELECT idempotency.consume_token(token, 'ec') FROM ec_tokens WHERE name = 'held';
+SELECT idempotency.outbox_send('ec', '{}', 'ec-held');
 SELECT idempotency.forget_role(current_user);
 SELECT idempotency.rename_owner(current_user, 'regress_ec_nobody');
 SELECT idempotency.drop_state_machine('ec_held');
@@ -408,6 +436,7 @@ DELETE FROM idempotency.state_history WHERE table_name LIKE 'ec\_%';
 DELETE FROM idempotency.registry WHERE key::text LIKE 'ec-%';
 DELETE FROM idempotency.inbox WHERE consumer = 'ec';
 DELETE FROM idempotency.tokens WHERE scope = 'ec';
+DELETE FROM idempotency.outbox WHERE topic = 'ec';
 DROP FUNCTION ec_block(int), ec_session(int), ec_caller();
 DROP TABLE ec_log, ec_cases, ec_tokens, ec_before;
 DROP ROLE regress_ec_nobody;

@@ -57,7 +57,9 @@ DECLARE
 		['+', 'int', 'int', 'int', '2'],
 		['=', 'idempotency.key', 'idempotency.key', 'boolean', 'true'],
 		['=', 'idempotency.key', 'text', 'boolean', 'true'],
-		['=', 'text', 'idempotency.key', 'boolean', 'true']];
+		['=', 'text', 'idempotency.key', 'boolean', 'true'],
+		['>', 'text', 'text', 'boolean', 'true'],
+		['+', 'bigint', 'int', 'bigint', '2']];
 	-- function, arguments, result type, return statement
 	funcs text[] := ARRAY[
 		['cleanup', 'integer', 'bigint', 'RETURN 0'],
@@ -67,6 +69,10 @@ DECLARE
 		['inbox_receive', 'text, text, interval', 'boolean', 'RETURN true'],
 		['issue_token', 'text, interval', 'text', 'RETURN ''tk_planted'''],
 		['consume_token', 'idempotency.key, text', 'boolean', 'RETURN true'],
+		['outbox_send', 'text, jsonb, text, jsonb, text', 'text', 'RETURN ''planted'''],
+		['outbox_fetch', 'integer, interval', 'SETOF text', 'RETURN'],
+		['outbox_ack', 'bigint, text[], interval', 'bigint', 'RETURN 0'],
+		['nextval', 'regclass', 'bigint', 'RETURN 1'],
 		['key_eq', 'idempotency.key, idempotency.key', 'boolean', 'RETURN true'],
 		['state_machines_changed', '', 'trigger', 'RETURN NULL'],
 		['now', '', 'timestamptz', 'RETURN pg_catalog.now()'],
@@ -78,18 +84,20 @@ DECLARE
 		['to_regclass', 'text', 'regclass', 'RETURN NULL'],
 		['has_table_privilege', 'regclass, text', 'boolean', 'RETURN true']];
 BEGIN
-	FOREACH t IN ARRAY ARRAY['registry', 'inbox', 'tokens', 'state_machines', 'state_history'] LOOP
+	FOREACH t IN ARRAY ARRAY['registry', 'inbox', 'tokens', 'state_machines', 'state_history', 'outbox'] LOOP
 		CONTINUE WHEN to_regclass(format('%I.%I', s, t)) IS NOT NULL;
 		EXECUTE format('CREATE TABLE %I.%I (owner text, scope text, key text, status text, attempt int,
 			fingerprint bytea, response jsonb, created_at timestamptz, updated_at timestamptz,
 			lease_until timestamptz, expires_at timestamptz, consumer text, message_id text,
 			received_at timestamptz, token text, issued_at timestamptz, consumed_at timestamptz,
 			name text, transitions jsonb, initial text[], table_name text, row_key jsonb,
-			from_state text, to_state text, changed_at timestamptz, xid xid8, role text)', s, t);
+			from_state text, to_state text, changed_at timestamptz, xid xid8, role text,
+			ordering_key text, seq bigint, topic text, payload jsonb, headers jsonb, sent_at timestamptz,
+			deliveries int, delivered_at timestamptz)', s, t);
 		EXECUTE format('CREATE TRIGGER planted BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %I.%I
 			FOR EACH STATEMENT EXECUTE FUNCTION public.planted_trigger()', s, t);
 	END LOOP;
-	FOREACH t IN ARRAY ARRAY['my_records', 'my_tokens', 'stats', 'cleanup_status'] LOOP
+	FOREACH t IN ARRAY ARRAY['my_records', 'my_tokens', 'my_outbox', 'stats', 'cleanup_status'] LOOP
 		CONTINUE WHEN to_regclass(format('%I.%I', s, t)) IS NOT NULL;
 		EXECUTE format('CREATE VIEW %I.%I AS SELECT public.planted(%L) AS planted', s, t, 'view ' || t);
 	END LOOP;
@@ -226,6 +234,16 @@ SELECT state, count(*) FROM idempotency.my_tokens GROUP BY state;
 BEGIN;
 SELECT idempotency.lock('h1'), idempotency.try_lock('h2');
 COMMIT;
+-- the outbox: send (with a key, and without), fetch, acknowledge, fetch the next
+SELECT idempotency.outbox_send('orders', '{"n": 1}', 'o-key', '{"h": 1}', 'o1');
+SELECT idempotency.outbox_send('orders', '{"n": 2}', 'o-key', message_id => 'o2');
+SELECT idempotency.outbox_send('orders', '{"n": 3}') IS NOT NULL AS generated;
+SELECT count(*) AS fetched FROM idempotency.outbox_fetch(10);
+SELECT idempotency.outbox_ack(m.attempt, ARRAY[m.message_id]) AS acked
+  FROM idempotency.my_outbox AS m WHERE m.message_id OPERATOR(pg_catalog.=) 'o1';
+SELECT message_id FROM idempotency.outbox_fetch(10);
+SELECT message_id, seq, state FROM idempotency.my_outbox
+ WHERE ordering_key OPERATOR(pg_catalog.=) 'o-key' ORDER BY seq;
 RESET ROLE;
 -- state machines: the checker, its history and the functions around them
 SELECT idempotency.define_state_machine('hostile_machine', '{"new": ["done"]}');
@@ -247,6 +265,8 @@ SELECT idempotency.rename_owner('regress_hostile_other', 'regress_hostile_user')
 SELECT idempotency.forget_role('regress_nobody');
 UPDATE idempotency.inbox SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
  WHERE message_id OPERATOR(pg_catalog.=) 'm5';
+UPDATE idempotency.outbox SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
+ WHERE message_id OPERATOR(pg_catalog.=) 'o1';
 SELECT idempotency.cleanup();
 -- a temporary schema's look-alikes are not used either
 SET search_path = pg_temp, mallory, public, pg_catalog;
@@ -274,6 +294,9 @@ SELECT idempotency_real.inbox_receive('billing', 'm9');
 SELECT * FROM idempotency_real.inbox_receive_batch('billing', ARRAY['m9']);
 SELECT idempotency_real.issue_token();
 SELECT idempotency_real.consume_token('tk_00000000000000000000000000000000');
+SELECT idempotency_real.outbox_send('orders', '{}');
+SELECT * FROM idempotency_real.outbox_fetch();
+SELECT idempotency_real.outbox_ack(1, ARRAY['o2']);
 SELECT idempotency_real.transition_allowed('hostile_machine2', 'new', 'done');
 RESET ROLE;
 SELECT idempotency_real.cleanup();
@@ -302,7 +325,7 @@ RESET search_path;
 DROP TABLE public.hostile_orders;
 SELECT idempotency.drop_state_machine('hostile_machine');
 SELECT idempotency.drop_state_machine('hostile_machine2');
-TRUNCATE idempotency.registry, idempotency.inbox, idempotency.tokens, idempotency.state_history;
+TRUNCATE idempotency.registry, idempotency.inbox, idempotency.tokens, idempotency.state_history, idempotency.outbox;
 DO $$
 BEGIN
 	EXECUTE pg_catalog.format('ALTER DATABASE %I OWNER TO %I', pg_catalog.current_database(), current_user);

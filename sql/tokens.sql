@@ -7,6 +7,11 @@ SET search_path = public;
 CREATE TEMP TABLE t AS SELECT idempotency.issue_token() AS tok;
 SELECT tok::text ~ '^tk_[0-9a-f]{32}$' AS looks_right FROM t;
 SELECT count(DISTINCT idempotency.issue_token()::text) AS all_different FROM generate_series(1, 100);
+-- two in one row: each call's token is its own (and is the one stored)
+CREATE TEMP TABLE two AS SELECT idempotency.issue_token()::text AS t1, idempotency.issue_token()::text AS t2;
+SELECT t1 <> t2 AS differ, (SELECT count(*) FROM idempotency.tokens WHERE token::text IN (t1, t2)) AS both_stored
+  FROM two;
+DROP TABLE two;
 SELECT idempotency.consume_token(tok) AS first, idempotency.consume_token(tok) AS second FROM t;
 -- never issued, forged, other scope: false, the same answer as "used"
 SELECT idempotency.consume_token('tk_00000000000000000000000000000000') AS forged;

@@ -66,6 +66,7 @@ static const IdempotencyRelation citus_table_relations[CITUS_NUM_TABLES] = {
 	[CITUS_INBOX] = IR_INBOX,
 	[CITUS_TOKENS] = IR_TOKENS,
 	[CITUS_HISTORY] = IR_STATE_HISTORY,
+	[CITUS_OUTBOX] = IR_OUTBOX,
 };
 
 typedef struct CitusTableState

@@ -25,6 +25,7 @@ typedef enum CitusTable
 	CITUS_INBOX,
 	CITUS_TOKENS,
 	CITUS_HISTORY,
+	CITUS_OUTBOX,
 	CITUS_NUM_TABLES
 } CitusTable;
 

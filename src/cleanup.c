@@ -33,6 +33,7 @@
 #include "history.h"
 #include "idempotency.h"
 #include "inbox.h"
+#include "outbox.h"
 #include "shmem.h"
 #include "sqlcall.h"
 #include "stats.h"
@@ -53,6 +54,7 @@ static const struct
 }			cleanup_tables[] = {
 	{CITUS_INBOX, InboxDeleteExpired},
 	{CITUS_TOKENS, TokensDeleteExpired},
+	{CITUS_OUTBOX, OutboxDeleteExpired},
 	{CITUS_HISTORY, HistoryDeleteExpired},
 };
 
@@ -60,10 +62,10 @@ static const struct
  * IdempotencyCleanup
  *		Delete up to batch_size expired records (swept in heap order from
  *		where the last batch stopped, sweep.c), then, with what is left of
- *		the batch, expired inbox entries, tokens and state history (the
- *		oldest first); return how many rows went.  The statements run as the
- *		tables' owner (SqlCallBegin), so the caller needs no privilege on
- *		them.  A table that Citus distributes is cleaned shard by shard
+ *		the batch, expired inbox entries, tokens, delivered outbox messages
+ *		and state history (the oldest first); return how many rows went.
+ *		The statements run as the tables' owner (SqlCallBegin), so the
+ *		caller needs no privilege on them.  A table that Citus distributes is cleaned shard by shard
  *		(citus.c).
  *
  * paced is the background worker's: the registry's sweep then also stops

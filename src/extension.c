@@ -86,6 +86,7 @@ static const char *const catalog_relnames[IR_NUM] = {
 	[IR_TOKENS] = "tokens",
 	[IR_STATE_MACHINES] = "state_machines",
 	[IR_STATE_HISTORY] = "state_history",
+	[IR_OUTBOX] = "outbox",
 };
 
 static IdempotencyCatalog catalog;

@@ -26,6 +26,7 @@ typedef enum IdempotencyRelation
 	IR_TOKENS,
 	IR_STATE_MACHINES,
 	IR_STATE_HISTORY,
+	IR_OUTBOX,
 	IR_NUM
 } IdempotencyRelation;
 

@@ -27,6 +27,7 @@
 #include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "outbox.h"
 #include "shmem.h"
 #include "stats.h"
 #include "triggers.h"
@@ -49,6 +50,14 @@ int			idempotency_history_ttl = 30 * 24 * 3600;
 
 /* Whether permission errors on the API carry a hint at grant_usage(). */
 bool		idempotency_permission_hints = false;
+
+int			idempotency_outbox_delivery = OUTBOX_DELIVERY_RELAY;
+
+static const struct config_enum_entry outbox_delivery_options[] = {
+	{"relay", OUTBOX_DELIVERY_RELAY, false},
+	{"logical", OUTBOX_DELIVERY_LOGICAL, false},
+	{NULL, 0, false}
+};
 
 void		_PG_init(void);
 
@@ -132,6 +141,18 @@ _PG_init(void)
 							 &idempotency_permission_hints,
 							 false,
 							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("idempotency.outbox_delivery",
+							 "Sets how messages sent with outbox_send reach their consumers.",
+							 "relay: relays fetch and acknowledge them; logical: each is "
+							 "written as a transactional logical decoding message, for "
+							 "change data capture, and kept only as delivered.",
+							 &idempotency_outbox_delivery,
+							 OUTBOX_DELIVERY_RELAY,
+							 outbox_delivery_options,
+							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
 

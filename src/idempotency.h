@@ -54,5 +54,6 @@ extern int	idempotency_cleanup_max_rows_per_second;
 extern char *idempotency_cleanup_role;
 extern int	idempotency_history_ttl;
 extern bool idempotency_permission_hints;
+extern int	idempotency_outbox_delivery;
 
 #endif							/* IDEMPOTENCY_H */

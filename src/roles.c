@@ -4,9 +4,9 @@
  *	  Records belong to a role name: forget_role() and rename_owner(), the
  *	  administrator's tools for DROP ROLE and ALTER ROLE ... RENAME.
  *
- * Every registry record, inbox entry and token is stored under the name of
- * the role that wrote it (Citus rule 6: a name survives dump and
- * restore, pg_upgrade and Citus; an OID does not).  PostgreSQL tells no
+ * Every registry record, inbox entry, token and outbox message is stored
+ * under the name of the role that wrote it (Citus rule 6: a name survives
+ * dump and restore, pg_upgrade and Citus; an OID does not).  PostgreSQL tells no
  * extension about DROP ROLE or ALTER ROLE ... RENAME (roles belong to the
  * cluster, records to each database, and event triggers do not fire for
  * roles), so the rows stay under the name they were written with: a role
@@ -56,7 +56,8 @@ typedef enum RoleTableKind
 {
 	ROLE_TABLE_REGISTRY,
 	ROLE_TABLE_INBOX,
-	ROLE_TABLE_TOKENS
+	ROLE_TABLE_TOKENS,
+	ROLE_TABLE_OUTBOX
 } RoleTableKind;
 
 typedef struct RoleTable
@@ -87,6 +88,19 @@ static const RoleTable role_tables[] = {
 		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.tokens AS n"
 		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.scope OPERATOR(pg_catalog.=) o.scope"
 		"  AND n.token OPERATOR(pg_catalog.=) o.token) LIMIT 1"
+	},
+
+	/*
+	 * Two pending streams of one ordering key cannot be merged: their
+	 * messages' numbers would collide and their order would mean nothing.
+	 */
+	{
+		ROLE_TABLE_OUTBOX, "outbox",
+		"SELECT o.ordering_key, o.message_id FROM idempotency.outbox AS o"
+		" WHERE o.owner OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM idempotency.outbox AS n"
+		"  WHERE n.owner OPERATOR(pg_catalog.=) $2 AND n.ordering_key OPERATOR(pg_catalog.=) o.ordering_key"
+		"  AND (n.message_id OPERATOR(pg_catalog.=) o.message_id"
+		"       OR (n.delivered_at IS NULL AND o.delivered_at IS NULL))) LIMIT 1"
 	},
 };
 
@@ -154,6 +168,9 @@ roles_report_collision(const RoleTable *table, Datum old_name, Datum new_name)
 			 table->kind == ROLE_TABLE_INBOX ?
 			 errdetail("Role \"%s\" already has message \"%s\" in the inbox of consumer \"%s\".",
 					   to, second, first) :
+			 table->kind == ROLE_TABLE_OUTBOX ?
+			 errdetail("Role \"%s\" already has message \"%s\", or undelivered messages, under outbox ordering key \"%s\".",
+					   to, second, first) :
 			 errdetail("Role \"%s\" already has token \"%s\" in scope \"%s\".",
 					   to, second, first),
 			 errhint("Forget the records of one of the two names with idempotency.forget_role(), or keep both names.")));
@@ -163,8 +180,9 @@ PG_FUNCTION_INFO_V1(idempotency_forget_role);
 
 /*
  * idempotency_forget_role
- *		forget_role(role_name): delete every registry record, inbox entry
- *		and token stored under that name in this database; return how many.
+ *		forget_role(role_name): delete every registry record, inbox entry,
+ *		token and outbox message stored under that name in this database;
+ *		return how many.
  */
 Datum
 idempotency_forget_role(PG_FUNCTION_ARGS)

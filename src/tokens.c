@@ -115,11 +115,12 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	strcpy(str, TOKEN_PREFIX);
 	hex_encode((const char *) raw, sizeof(raw), str + strlen(TOKEN_PREFIX));
 	str[sizeof(str) - 1] = '\0';
+	/* made before SqlCallBegin: SPI's memory goes at SqlCallEnd */
+	token = IdempotencyKeyFromBytes(str, strlen(str));
 
 	SqlCallBegin(&call);
 	expires = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(1), "ttl");
 
-	token = IdempotencyKeyFromBytes(str, strlen(str));
 	values[0] = call.owner;
 	values[2] = PointerGetDatum(token);
 	values[3] = TimestampTzGetDatum(call.now);

@@ -1257,9 +1257,10 @@ REVOKE ALL ON FUNCTION idempotency.stats_reset() FROM PUBLIC;
 /*
  * grant_usage(role): what an application role needs, and nothing else: the
  * registry's three functions and its own records, the inbox, tokens (and
- * its own tokens) and key locks.  README ("Installation" and "Reference")
- * and the COMMENT below list the same objects; test/t/010_readme.pl checks
- * that they name everything granted here.  The role is a regrole, printed
+ * its own tokens), the outbox (and its own messages) and key locks.  README
+ * ("Installation" and "Reference") and the COMMENT below list the same
+ * objects; test/t/010_readme.pl checks that they name everything granted
+ * here.  The role is a regrole, printed
  * quoted by format('%s'), so its name cannot inject anything.
  */
 CREATE FUNCTION idempotency.grant_usage(role pg_catalog.regrole)
@@ -1281,13 +1282,16 @@ BEGIN
 				   'idempotency.lock(text, text), '
 				   'idempotency.try_lock(text, text), '
 				   'idempotency.issue_token(text, interval), '
-				   'idempotency.consume_token(text, text) TO %s', role);
-	EXECUTE format('GRANT SELECT ON idempotency.my_tokens TO %s', role);
+				   'idempotency.consume_token(text, text), '
+				   'idempotency.outbox_send(text, jsonb, text, jsonb, text), '
+				   'idempotency.outbox_fetch(integer, interval), '
+				   'idempotency.outbox_ack(bigint, text[], interval) TO %s', role);
+	EXECUTE format('GRANT SELECT ON idempotency.my_tokens, idempotency.my_outbox TO %s', role);
 END;
 $$;
 
 COMMENT ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) IS
-'grant a role the application API and nothing else: EXECUTE on idempotent_begin, idempotent_finish, idempotent_abandon, lookup, inbox_receive, inbox_receive_batch, issue_token, consume_token, lock and try_lock, and SELECT on my_records and my_tokens';
+'grant a role the application API and nothing else: EXECUTE on idempotent_begin, idempotent_finish, idempotent_abandon, lookup, inbox_receive, inbox_receive_batch, issue_token, consume_token, outbox_send, outbox_fetch, outbox_ack, lock and try_lock, and SELECT on my_records, my_tokens and my_outbox';
 
 REVOKE ALL ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) FROM PUBLIC;
 
@@ -1302,7 +1306,7 @@ AS 'MODULE_PATHNAME', 'idempotency_forget_role'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idempotency.forget_role(pg_catalog.text) IS
-'delete every record, inbox entry and token stored under a role name in this database; returns how many';
+'delete every record, inbox entry, token and outbox message stored under a role name in this database; returns how many';
 
 REVOKE ALL ON FUNCTION idempotency.forget_role(pg_catalog.text) FROM PUBLIC;
 
@@ -1312,7 +1316,7 @@ AS 'MODULE_PATHNAME', 'idempotency_rename_owner'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) IS
-'move every record, inbox entry and token from one role name to another in this database; returns how many';
+'move every record, inbox entry, token and outbox message from one role name to another in this database; returns how many';
 
 REVOKE ALL ON FUNCTION idempotency.rename_owner(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
@@ -1672,3 +1676,118 @@ COMMENT ON FUNCTION idempotency.state_machine_transitions(pg_catalog.text) IS 'a
 COMMENT ON FUNCTION idempotency.state_machines_changed() IS 'trigger on state_machines: tells every backend''s cache that a definition changed';
 COMMENT ON VIEW idempotency.my_records IS 'the calling role''s idempotency records';
 COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, and whether each is unused, used or expired';
+
+--
+-- Transactional outbox
+--
+
+/*
+ * One row per message sent with outbox_send, in the sender's transaction:
+ * the message exists, and will be delivered, if and only if that
+ * transaction commits.  A relay takes ready messages with outbox_fetch
+ * under a lease and a fencing attempt, delivers them and acknowledges them
+ * with outbox_ack; a delivered message stays for its ttl, so that its id is
+ * refused if sent again, and the cleanup then deletes it (src/outbox.c).
+ *
+ * seq orders the undelivered messages of one (owner, ordering_key): the
+ * partial unique index serialises two senders of one key (the second waits
+ * for the first to commit, then takes the next number), so numbers follow
+ * commit order.  A message sent without an ordering key uses its message
+ * id as one.  Every unique index includes ordering_key, the column Citus
+ * would distribute the table by (README, "Citus rules" 1).
+ */
+CREATE TABLE idempotency.outbox (
+	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	ordering_key pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	seq			pg_catalog.int8 NOT NULL,
+	message_id	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	topic		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	payload		pg_catalog.jsonb NOT NULL,
+	headers		pg_catalog.jsonb,
+	sent_at		pg_catalog.timestamptz NOT NULL,
+	attempt		pg_catalog.int8 NOT NULL DEFAULT 0,
+	deliveries	pg_catalog.int4 NOT NULL DEFAULT 0,
+	lease_until pg_catalog.timestamptz,
+	delivered_at pg_catalog.timestamptz,
+	expires_at	pg_catalog.timestamptz,
+	CONSTRAINT outbox_pkey PRIMARY KEY (message_id, ordering_key, owner)
+) WITH (fillfactor = 80);
+
+CREATE UNIQUE INDEX outbox_pending_idx ON idempotency.outbox (owner, ordering_key, seq)
+	WHERE delivered_at IS NULL;
+
+CREATE INDEX outbox_expires_at_idx ON idempotency.outbox (expires_at)
+	WHERE expires_at IS NOT NULL;
+
+COMMENT ON TABLE idempotency.outbox IS
+'messages sent in a transaction, delivered once it commits; written by outbox_send, outbox_fetch and outbox_ack';
+
+/* fencing attempts: one number per batch handed to a relay, never reused */
+CREATE SEQUENCE idempotency.outbox_attempt_seq AS pg_catalog.int8;
+
+COMMENT ON SEQUENCE idempotency.outbox_attempt_seq IS
+'the fencing attempt of each batch outbox_fetch hands out';
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox_attempt_seq', '');
+REVOKE ALL ON TABLE idempotency.outbox FROM PUBLIC;
+REVOKE ALL ON SEQUENCE idempotency.outbox_attempt_seq FROM PUBLIC;
+
+/* a role's own messages, and where each stands */
+CREATE VIEW idempotency.my_outbox WITH (security_barrier) AS
+	SELECT o.message_id, o.topic, o.ordering_key, o.seq, o.payload, o.headers, o.sent_at,
+		   o.attempt, o.deliveries, o.lease_until, o.delivered_at, o.expires_at,
+		   CASE WHEN o.delivered_at IS NOT NULL THEN 'delivered'
+				WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
+				ELSE 'pending' END AS state
+	  FROM idempotency.outbox AS o
+	 WHERE o.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
+
+COMMENT ON VIEW idempotency.my_outbox IS
+'the calling role''s outbox messages, and whether each is pending, leased or delivered';
+
+REVOKE ALL ON TABLE idempotency.my_outbox FROM PUBLIC;
+
+CREATE FUNCTION idempotency.outbox_send(topic pg_catalog.text,
+										payload pg_catalog.jsonb,
+										ordering_key pg_catalog.text DEFAULT NULL,
+										headers pg_catalog.jsonb DEFAULT NULL,
+										message_id pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_outbox_send'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.outbox_send(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text) IS
+'record a message in the calling transaction, delivered if and only if it commits; returns the message id';
+
+CREATE FUNCTION idempotency.outbox_fetch(batch_size pg_catalog.int4 DEFAULT 100,
+										 lease pg_catalog.interval DEFAULT '1 minute',
+										 OUT message_id pg_catalog.text,
+										 OUT topic pg_catalog.text,
+										 OUT ordering_key pg_catalog.text,
+										 OUT payload pg_catalog.jsonb,
+										 OUT headers pg_catalog.jsonb,
+										 OUT sent_at pg_catalog.timestamptz,
+										 OUT attempt pg_catalog.int8,
+										 OUT deliveries pg_catalog.int4,
+										 OUT lease_until pg_catalog.timestamptz)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_outbox_fetch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.outbox_fetch(pg_catalog.int4, pg_catalog.interval) IS
+'hand a relay a batch of ready messages under a lease: the oldest undelivered message of each ordering key';
+
+CREATE FUNCTION idempotency.outbox_ack(attempt pg_catalog.int8,
+									   message_ids pg_catalog.text[],
+									   ttl pg_catalog.interval DEFAULT '7 days')
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'idempotency_outbox_ack'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.outbox_ack(pg_catalog.int8, pg_catalog.text[], pg_catalog.interval) IS
+'mark messages of a batch delivered, if that batch still holds them; returns how many were newly marked';
+
+REVOKE ALL ON FUNCTION idempotency.outbox_send(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.outbox_fetch(pg_catalog.int4, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.outbox_ack(pg_catalog.int8, pg_catalog.text[], pg_catalog.interval) FROM PUBLIC;

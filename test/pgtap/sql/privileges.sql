@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(27);
+SELECT plan(33);
 
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_app;
@@ -32,6 +32,14 @@ SELECT function_privs_are('idempotency', 'cleanup', ARRAY['integer'],
 SELECT table_privs_are('idempotency', 'cleanup_status', 'regress_nobody', ARRAY[]::text[], 'cleanup_status is not open to PUBLIC');
 SELECT table_privs_are('idempotency', 'cleanup_status', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor may read cleanup_status');
 SELECT schema_privs_are('idempotency', 'regress_nobody', ARRAY['USAGE'], 'everyone may use the key type''s schema');
+SELECT table_privs_are('idempotency', 'outbox', 'regress_app', ARRAY[]::text[], 'even a granted role cannot touch the outbox');
+SELECT sequence_privs_are('idempotency', 'outbox_attempt_seq', 'regress_app', ARRAY[]::text[], 'nor draw fencing attempts by hand');
+SELECT table_privs_are('idempotency', 'my_outbox', 'regress_nobody', ARRAY[]::text[], 'my_outbox is not open to PUBLIC');
+SELECT table_privs_are('idempotency', 'my_outbox', 'regress_app', ARRAY['SELECT'], 'grant_usage gives SELECT on my_outbox only');
+SELECT function_privs_are('idempotency', 'outbox_fetch', ARRAY['integer', 'interval'],
+	'regress_nobody', ARRAY[]::text[], 'outbox_fetch is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'outbox_ack', ARRAY['bigint', 'text[]', 'interval'],
+	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on outbox_ack');
 
 -- search_path: every function that is not C sets it; C functions use only
 -- schema-qualified SQL (proved by sql/hostile_setup.sql)
