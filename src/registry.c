@@ -88,10 +88,10 @@ static Datum registry_status_datums[lengthof(registry_status_names)];
  * abandoned.  RegistryRowLive is the same rule in C.
  */
 #define REGISTRY_LIVE_SQL \
-	"(r.expires_at OPERATOR(pg_catalog.>) $14" \
+	"(r.expires_at OPERATOR(pg_catalog.>) $15" \
 	" AND r.status OPERATOR(pg_catalog.<>) 'abandoned')"
 
-StaticAssertDecl(PARAM_NOW == 14, "REGISTRY_LIVE_SQL names the clock as $14");
+StaticAssertDecl(PARAM_NOW == 15, "REGISTRY_LIVE_SQL names the clock as $15");
 
 /*
  * A claim of a key nobody has a record of.  ON CONFLICT waits for a
@@ -412,6 +412,7 @@ registry_row_end(RegistryRow *row, SqlCall *call, const RegistryAnswer *answer)
 	RegistryRowSet(row, RC_response, answer ? answer->response : (Datum) 0);
 	RegistryRowSet(row, RC_status_code, answer ? Int32GetDatum(answer->status_code) : (Datum) 0);
 	RegistryRowSet(row, RC_body, answer ? answer->body : (Datum) 0);
+	RegistryRowSet(row, RC_headers, answer ? answer->headers : (Datum) 0);
 	RegistryRowSet(row, RC_updated_at, TimestampTzGetDatum(call->now));
 	RegistryRowSet(row, RC_lease_until, (Datum) 0);
 	if (answer == NULL)

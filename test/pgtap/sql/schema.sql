@@ -13,7 +13,7 @@ SELECT has_table('idempotency', 'registry', 'the registry table exists');
 SELECT has_view('idempotency', 'my_records', 'the my_records view exists');
 SELECT columns_are('idempotency', 'registry',
 	ARRAY['owner', 'scope', 'key', 'status', 'attempt', 'fingerprint', 'response',
-		  'status_code', 'body', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
+		  'status_code', 'body', 'headers', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
 	'the registry has exactly the documented columns');
 SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
 SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
@@ -34,8 +34,8 @@ SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_ext
 	'pg_dump keeps the registry''s rows');
 
 SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
-SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval']);
-SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval'], 'text',
+SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb']);
+SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'], 'text',
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
