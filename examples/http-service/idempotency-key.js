@@ -13,8 +13,7 @@
 // HTTP response byte for byte").  Retry-After is in seconds.
 const ERRORS = {
   IK001: [422, 'the idempotency key was already used for a different request'],
-  '22P02': [400, 'invalid Idempotency-Key header'],
-  '22023': [400, 'invalid Idempotency-Key header'],
+  '22P02': [400, 'invalid Idempotency-Key header or request body'],
   '40001': [409, 'a concurrent request with the same key; retry', 1],
   '40P01': [409, 'a concurrent request with the same key; retry', 1],
   '57014': [503, 'the request took too long; retry', 1],

@@ -9,6 +9,7 @@ const { Pool } = require('pg');
 const { idempotent } = require('./idempotency-key');
 
 const pool = new Pool();
+pool.on('error', (err) => console.error('idle connection lost:', err.message));
 const app = express();
 app.disable('x-powered-by');
 app.set('etag', false);
