@@ -72,6 +72,7 @@
 #include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "owner.h"
 #include "sqlcall.h"
 #include "statemachine.h"
 
@@ -79,7 +80,7 @@
 #define EXTENSION_SCHEMA	"idempotency"
 #define EXTENSION_KEY_TYPE	"key"
 
-/* The tables the C code reaches, by IdempotencyRelation. */
+/* The relations the C code reaches, by IdempotencyRelation. */
 static const char *const catalog_relnames[IR_NUM] = {
 	[IR_REGISTRY] = "registry",
 	[IR_INBOX] = "inbox",
@@ -87,6 +88,7 @@ static const char *const catalog_relnames[IR_NUM] = {
 	[IR_STATE_MACHINES] = "state_machines",
 	[IR_STATE_HISTORY] = "state_history",
 	[IR_OUTBOX] = "outbox",
+	[IR_MY_RECORDS] = "my_records",
 };
 
 static IdempotencyCatalog catalog;
@@ -109,6 +111,8 @@ catalog_relcache_callback(Datum arg, Oid relid)
 	for (int i = 0; i < IR_NUM && catalog_valid; i++)
 		if (relid == catalog.relids[i])
 			catalog_valid = false;
+	if (relid == InvalidOid || relid == catalog.relids[IR_MY_RECORDS])
+		OwnerCacheInvalidate(); /* grant_usage's grants may have changed */
 	SqlCacheInvalidate(relid);
 	StateMachineCacheInvalidate(relid);
 	IdempotencyCitusInvalidate(relid);
@@ -116,12 +120,13 @@ catalog_relcache_callback(Datum arg, Oid relid)
 
 /*
  * catalog_authid_callback
- *		Any role changed: forget the cached role name.
+ *		Any role or role membership changed: forget which name the caller's
+ *		records are stored under.
  */
 static void
 catalog_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
-	SqlRoleCacheInvalidate();
+	OwnerCacheInvalidate();
 }
 
 /*
@@ -358,8 +363,8 @@ catalog_lookup(void)
 /*
  * IdempotencyCatalogInit
  *		Register the extension's cache callbacks, once, when the library is
- *		loaded: one relcache callback for every cache, and the two syscache
- *		callbacks for schemas and roles.
+ *		loaded: one relcache callback for every cache, and the syscache
+ *		callbacks for schemas, roles and role memberships.
  */
 void
 IdempotencyCatalogInit(void)
@@ -367,6 +372,7 @@ IdempotencyCatalogInit(void)
 	CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_namespace_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHOID, catalog_authid_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, catalog_authid_callback, (Datum) 0);
 }
 
 /*

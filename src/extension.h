@@ -16,7 +16,7 @@
 #include "fmgr.h"
 
 /*
- * extension.c: the extension's schema, tables and key type, found through
+ * extension.c: the extension's schema, relations and key type, found through
  * pg_extension and pg_depend and checked to be members of the extension.
  */
 typedef enum IdempotencyRelation
@@ -27,6 +27,7 @@ typedef enum IdempotencyRelation
 	IR_STATE_MACHINES,
 	IR_STATE_HISTORY,
 	IR_OUTBOX,
+	IR_MY_RECORDS,				/* a view: its grantees are the applications */
 	IR_NUM
 } IdempotencyRelation;
 

@@ -28,7 +28,8 @@
 /*
  * Custom SQLSTATEs, class "IK" (idempotency key).  An HTTP layer maps them as
  * the README's table says: IK001 -> 422, IK002/IK003/IK004 -> 409, IK005 ->
- * 403, IK006 -> 500 (the handler's own bug).
+ * 403, IK006 -> 500 (the handler's own bug), IK007 -> 500 (a deployment
+ * error).
  */
 #define ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH	MAKE_SQLSTATE('I','K','0','0','1')
 #define ERRCODE_IDEMPOTENCY_NO_CLAIM			MAKE_SQLSTATE('I','K','0','0','2')
@@ -36,6 +37,7 @@
 #define ERRCODE_IDEMPOTENCY_STALE_ATTEMPT		MAKE_SQLSTATE('I','K','0','0','4')
 #define ERRCODE_IDEMPOTENCY_TOKEN_REFUSED		MAKE_SQLSTATE('I','K','0','0','5')
 #define ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED	MAKE_SQLSTATE('I','K','0','0','6')
+#define ERRCODE_IDEMPOTENCY_AMBIGUOUS_OWNER	MAKE_SQLSTATE('I','K','0','0','7')
 
 /*
  * Custom SQLSTATEs, class "IS" (idempotency state machine): IS001 -> 409.

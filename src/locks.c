@@ -37,6 +37,7 @@
 
 #include "extension.h"
 #include "idempotency.h"
+#include "owner.h"
 #include "sqlcall.h"
 #include "utils.h"
 
@@ -58,7 +59,7 @@ lock_tag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 {
 	text	   *key;
 	text	   *scope;
-	text	   *owner = DatumGetTextPP(SqlRoleName(GetUserId()));
+	text	   *owner = DatumGetTextPP(OwnerName());
 	StringInfoData buf;
 	uint64		h;
 

@@ -47,6 +47,7 @@
 #include "utils/syscache.h"
 
 #include "extension.h"
+#include "owner.h"
 #include "sqlcall.h"
 
 typedef struct SqlCallCache
@@ -61,14 +62,6 @@ typedef struct SqlCallCache
 static SqlCallCache sql_cache;
 
 /*
- * The name of the role that called last, as a text datum.  Looking it up is
- * a syscache probe and two copies on every call; a role is renamed rarely,
- * and a syscache invalidation of pg_authid resets this.
- */
-static Oid	role_cache_roleid = InvalidOid;
-static Datum role_cache_name = (Datum) 0;
-
-/*
  * SqlCacheInvalidate
  *		Mark the cache stale when the registry (or everything) is invalidated;
  *		called by the extension's relcache callback.  Only flips a flag:
@@ -80,38 +73,6 @@ SqlCacheInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == sql_cache.relid)
 		sql_cache.valid = false;
-}
-
-/*
- * SqlRoleCacheInvalidate
- *		Forget the cached role name when any role changes; called by the
- *		extension's pg_authid syscache callback.
- */
-void
-SqlRoleCacheInvalidate(void)
-{
-	role_cache_roleid = InvalidOid;
-}
-
-/*
- * SqlRoleName
- *		A role's name as a text datum, from the one-entry cache.
- */
-Datum
-SqlRoleName(Oid roleid)
-{
-	if (roleid != role_cache_roleid)
-	{
-		char	   *name = GetUserNameFromId(roleid, false);
-		MemoryContext oldcontext = MemoryContextSwitchTo(TopMemoryContext);
-
-		if (role_cache_name != (Datum) 0)
-			pfree(DatumGetPointer(role_cache_name));
-		role_cache_name = CStringGetTextDatum(name);
-		MemoryContextSwitchTo(oldcontext);
-		role_cache_roleid = roleid;
-	}
-	return role_cache_name;
 }
 
 /*
@@ -203,7 +164,7 @@ SqlCallBegin(SqlCall *call)
 {
 	sql_cache_check();
 
-	call->owner = SqlRoleName(GetUserId());
+	call->owner = OwnerName();
 	call->now = GetCurrentTimestamp();
 	call->caller_cxt = CurrentMemoryContext;
 

@@ -52,7 +52,8 @@ typedef struct SqlStatement
 
 /*
  * A call in progress: who called (the role name every record is filed
- * under), one clock reading for the whole call, and what to restore.
+ * under, owner.c), one clock reading for the whole call, and what to
+ * restore.
  */
 typedef struct SqlCall
 {
@@ -64,7 +65,6 @@ typedef struct SqlCall
 } SqlCall;
 
 extern void SqlCacheInvalidate(Oid relid);
-extern void SqlRoleCacheInvalidate(void);
 extern void SqlCallBegin(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
@@ -74,6 +74,5 @@ extern Datum SqlResult(uint64 row, int col, bool *isnull);
 extern Datum SqlKeep(SqlCall *call, Datum value);
 extern bool SqlTry(void (*fn) (void *arg), void *arg, int sqlerrcode);
 extern pg_noreturn void SqlRethrowHidingQuery(MemoryContext cxt) pg_attribute_noreturn();
-extern Datum SqlRoleName(Oid roleid);
 
 #endif							/* IDEMPOTENCY_SQLCALL_H */

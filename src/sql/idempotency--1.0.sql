@@ -646,7 +646,21 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.registry', '');
 GRANT SELECT ON TABLE idempotency.registry TO pg_database_owner;
 
 /*
- * A role's own records.  current_user is evaluated for the caller, and the
+ * owner_name(): the name the caller's records, inbox entries, tokens and
+ * outbox messages are stored under: the role grant_usage() was given to,
+ * which the caller is or is a member of (src/owner.c).  It tells the caller
+ * nothing but that name, so it is left to PUBLIC.
+ */
+CREATE FUNCTION idempotency.owner_name()
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_owner_name'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idempotency.owner_name() IS
+'the role name the caller''s records are stored under: the application role grant_usage was given to';
+
+/*
+ * A role's own records.  owner_name() is evaluated for the caller, and the
  * security barrier keeps a caller's leaky function from seeing other rows.
  */
 CREATE VIEW idempotency.my_records WITH (security_barrier) AS
@@ -656,7 +670,7 @@ CREATE VIEW idempotency.my_records WITH (security_barrier) AS
 			OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
 		   r.response, r.status_code, r.body, r.headers, r.fingerprint
 	  FROM idempotency.registry AS r
-	 WHERE r.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
+	 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
 
 REVOKE ALL ON TABLE idempotency.my_records FROM PUBLIC;
 
@@ -1189,7 +1203,7 @@ CREATE VIEW idempotency.my_tokens WITH (security_barrier) AS
 				WHEN t.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now() THEN 'expired'
 				ELSE 'unused' END AS state
 	  FROM idempotency.tokens AS t
-	 WHERE t.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
+	 WHERE t.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
 
 REVOKE ALL ON TABLE idempotency.my_tokens FROM PUBLIC;
 
@@ -1738,6 +1752,10 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox_attempt_seq', '');
 REVOKE ALL ON TABLE idempotency.outbox FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idempotency.outbox_attempt_seq FROM PUBLIC;
+-- the database's owner may read them, so that its pg_dump of the whole
+-- database works (as for the registry)
+GRANT SELECT ON TABLE idempotency.outbox TO pg_database_owner;
+GRANT SELECT ON SEQUENCE idempotency.outbox_attempt_seq TO pg_database_owner;
 
 /* a role's own messages, and where each stands */
 CREATE VIEW idempotency.my_outbox WITH (security_barrier) AS
@@ -1747,7 +1765,7 @@ CREATE VIEW idempotency.my_outbox WITH (security_barrier) AS
 				WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
 				ELSE 'pending' END AS state
 	  FROM idempotency.outbox AS o
-	 WHERE o.owner OPERATOR(pg_catalog.=) CURRENT_USER::pg_catalog.text;
+	 WHERE o.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
 
 COMMENT ON VIEW idempotency.my_outbox IS
 'the calling role''s outbox messages, and whether each is pending, leased or delivered';
