@@ -10,7 +10,8 @@ OBJS = \
 	src/keycmp.o \
 	src/keyfuncs.o \
 	src/sqlcall.o \
-	src/utils.o \
+	src/args.o \
+	src/sha256.o \
 	src/registry.o \
 	src/registry_api.o \
 	src/xactclaims.o \

@@ -71,7 +71,6 @@
 #include "citus.h"
 #include "compat.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "owner.h"
 #include "sqlcall.h"
 #include "statemachine.h"

@@ -57,13 +57,15 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "key.h"
 #include "registry.h"
+#include "sha256.h"
 #include "sqlcall.h"
 #include "stats.h"
 #include "tokens.h"
-#include "utils.h"
 #include "xactclaims.h"
 
 /* How often a claim is retried when concurrent changes keep moving the record. */
