@@ -48,7 +48,7 @@ ISOLATION = begin_commit begin_read_first begin_rollback begin_nowait lease_take
 	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
 	transition_race inbox_race version_race token_race begin_max_wait \
 	claims_in_order defer_claim key_lock_space transition_partition_move outbox_relay_race \
-	outbox_ack_vs_lease
+	outbox_ack_vs_lease begin_default_wait begin_previous
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 
