@@ -232,7 +232,7 @@ catalog_function(const char *name, Oid nspoid)
 			continue;
 		if (OidIsValid(found))
 		{
-			found = InvalidOid;	/* two: neither is known to be ours */
+			found = InvalidOid; /* two: neither is known to be ours */
 			break;
 		}
 		found = proc->oid;

@@ -20,7 +20,7 @@ export PATH="$PG_BINDIR:$PATH"
 suite_packages() {
 	local major=${1:-$PG_MAJOR}
 	echo make gcc libc6-dev git postgresql-$major postgresql-server-dev-$major \
-		postgresql-$major-pgtap libipc-run-perl
+		postgresql-$major-pgtap libipc-run-perl pgbouncer
 }
 
 # install_packages PKG...: install any that are missing, as root

@@ -695,7 +695,9 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 OUT expires_at pg_catalog.timestamptz,
 											 OUT lease_until pg_catalog.timestamptz,
 											 OUT status_code pg_catalog.int4,
-											 OUT body pg_catalog.bytea)
+											 OUT body pg_catalog.bytea,
+											 OUT previous_attempt pg_catalog.int4,
+											 OUT previous_end pg_catalog.text)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
