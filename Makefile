@@ -10,7 +10,8 @@ OBJS = \
 	src/keycmp.o \
 	src/keyfuncs.o \
 	src/sqlcall.o \
-	src/utils.o \
+	src/args.o \
+	src/sha256.o \
 	src/registry.o \
 	src/registry_api.o \
 	src/xactclaims.o \
@@ -39,8 +40,8 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = catalog key_type key_operators make_key registry registry_errors http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens outbox stats hostile_setup \
-	error_contexts state_machine_limits key_printable trigger_checks state_machine_paths attempt_numbers owner
+REGRESS = catalog key_type key_operators make_key registry registry_errors http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens outbox locks version_guard stats hostile_setup \
+	error_contexts state_machine_limits key_printable trigger_checks state_machine_paths attempt_numbers owner begin_previous begin_default_wait
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
@@ -48,8 +49,8 @@ REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotenc
 ISOLATION = begin_commit begin_read_first begin_rollback begin_nowait lease_takeover \
 	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
 	transition_race inbox_race version_race token_race begin_max_wait \
-	claims_in_order defer_claim key_lock_space transition_partition_move outbox_relay_race \
-	outbox_ack_vs_lease owner_locks
+	claims_in_order defer_claim_race key_lock_space transition_partition_move outbox_relay_race \
+	outbox_ack_vs_lease owner_locks begin_default_wait begin_previous
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 

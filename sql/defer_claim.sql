@@ -1,7 +1,7 @@
 --
 -- idempotent_begin(..., defer_claim => true): begin only reads, and the
 -- record is written once, complete, by idempotent_finish in the same
--- transaction.  Concurrency is in test/specs/defer_claim.spec.
+-- transaction.  Concurrency is in test/specs/defer_claim_race.spec.
 --
 SET search_path = public;
 CREATE TABLE orders_paid (key text PRIMARY KEY, amount int);

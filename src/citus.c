@@ -55,7 +55,6 @@
 
 #include "citus.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "registry.h"
 #include "sqlcall.h"
 #include "sweep.h"

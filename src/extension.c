@@ -57,10 +57,12 @@
 #include "catalog/pg_depend.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -71,7 +73,6 @@
 #include "citus.h"
 #include "compat.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "owner.h"
 #include "sqlcall.h"
 #include "statemachine.h"
@@ -79,6 +80,7 @@
 #define EXTENSION_NAME		"idempotency"
 #define EXTENSION_SCHEMA	"idempotency"
 #define EXTENSION_KEY_TYPE	"key"
+#define EXTENSION_BEGIN_FUNCTION "idempotent_begin"
 
 /* The relations the C code reaches, by IdempotencyRelation. */
 static const char *const catalog_relnames[IR_NUM] = {
@@ -88,7 +90,6 @@ static const char *const catalog_relnames[IR_NUM] = {
 	[IR_STATE_MACHINES] = "state_machines",
 	[IR_STATE_HISTORY] = "state_history",
 	[IR_OUTBOX] = "outbox",
-	[IR_MY_RECORDS] = "my_records",
 };
 
 static IdempotencyCatalog catalog;
@@ -111,8 +112,6 @@ catalog_relcache_callback(Datum arg, Oid relid)
 	for (int i = 0; i < IR_NUM && catalog_valid; i++)
 		if (relid == catalog.relids[i])
 			catalog_valid = false;
-	if (relid == InvalidOid || relid == catalog.relids[IR_MY_RECORDS])
-		OwnerCacheInvalidate(); /* grant_usage's grants may have changed */
 	SqlCacheInvalidate(relid);
 	StateMachineCacheInvalidate(relid);
 	IdempotencyCitusInvalidate(relid);
@@ -120,8 +119,8 @@ catalog_relcache_callback(Datum arg, Oid relid)
 
 /*
  * catalog_authid_callback
- *		Any role or role membership changed: forget which name the caller's
- *		records are stored under.
+ *		Any role, role membership or function (its grants among others)
+ *		changed: forget which name the caller's records are stored under.
  */
 static void
 catalog_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -213,6 +212,33 @@ catalog_require_member(Oid classid, Oid objid, const char *kind, const char *nam
 						kind, EXTENSION_SCHEMA, name, EXTENSION_NAME),
 				 errdetail("Its functions only use objects that are members of the extension."),
 				 errhint("Drop the extension and create it again.")));
+}
+
+/*
+ * catalog_function
+ *		The one function of that name in the schema, or InvalidOid.
+ */
+static Oid
+catalog_function(const char *name, Oid nspoid)
+{
+	CatCList   *list = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(name));
+	Oid			found = InvalidOid;
+
+	for (int i = 0; i < list->n_members; i++)
+	{
+		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(&list->members[i]->tuple);
+
+		if (proc->pronamespace != nspoid)
+			continue;
+		if (OidIsValid(found))
+		{
+			found = InvalidOid; /* two: neither is known to be ours */
+			break;
+		}
+		found = proc->oid;
+	}
+	ReleaseSysCacheList(list);
+	return found;
 }
 
 /*
@@ -358,13 +384,17 @@ catalog_lookup(void)
 									  ObjectIdGetDatum(named));
 	catalog_require_member(TypeRelationId, catalog.keytype, "type",
 						   EXTENSION_KEY_TYPE);
+
+	catalog.begin_fn = catalog_function(EXTENSION_BEGIN_FUNCTION, named);
+	catalog_require_member(ProcedureRelationId, catalog.begin_fn, "function",
+						   EXTENSION_BEGIN_FUNCTION);
 }
 
 /*
  * IdempotencyCatalogInit
  *		Register the extension's cache callbacks, once, when the library is
  *		loaded: one relcache callback for every cache, and the syscache
- *		callbacks for schemas, roles and role memberships.
+ *		callbacks for schemas, roles, role memberships and functions.
  */
 void
 IdempotencyCatalogInit(void)
@@ -373,6 +403,7 @@ IdempotencyCatalogInit(void)
 	CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_namespace_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHOID, catalog_authid_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, catalog_authid_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, catalog_authid_callback, (Datum) 0);
 }
 
 /*

@@ -27,7 +27,6 @@ typedef enum IdempotencyRelation
 	IR_STATE_MACHINES,
 	IR_STATE_HISTORY,
 	IR_OUTBOX,
-	IR_MY_RECORDS,				/* a view: its grantees are the applications */
 	IR_NUM
 } IdempotencyRelation;
 
@@ -37,6 +36,8 @@ typedef struct IdempotencyCatalog
 	Oid			nspoid;			/* the schema named idempotency, a member */
 	Oid			relids[IR_NUM]; /* its tables, members */
 	Oid			keytype;		/* idempotency.key, a member */
+	Oid			begin_fn;		/* idempotent_begin, a member: its grantees
+								 * are the applications (owner.c) */
 } IdempotencyCatalog;
 
 extern void IdempotencyCatalogInit(void);

@@ -53,6 +53,9 @@ bool		idempotency_permission_hints = false;
 
 int			idempotency_outbox_delivery = OUTBOX_DELIVERY_RELAY;
 
+/* idempotent_begin's wait when the call names none, in ms (registry_api.c) */
+int			idempotency_max_wait = 5000;
+
 static const struct config_enum_entry outbox_delivery_options[] = {
 	{"relay", OUTBOX_DELIVERY_RELAY, false},
 	{"logical", OUTBOX_DELIVERY_LOGICAL, false},
@@ -143,6 +146,19 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotency.max_wait",
+							"Sets how long idempotent_begin waits for a concurrent claim when no max_wait is passed.",
+							"When it runs out, the answer is in_progress.  -1 waits "
+							"as long as it takes (lock_timeout still bounds it); "
+							"0 does not wait, as wait => false.",
+							&idempotency_max_wait,
+							5000,
+							-1,
+							INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("idempotency.outbox_delivery",
 							 "Sets how messages sent with outbox_send reach their consumers.",

@@ -57,5 +57,6 @@ extern char *idempotency_cleanup_role;
 extern int	idempotency_history_ttl;
 extern bool idempotency_permission_hints;
 extern int	idempotency_outbox_delivery;
+extern int	idempotency_max_wait;
 
 #endif							/* IDEMPOTENCY_H */

@@ -28,13 +28,13 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "citus.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "inbox.h"
 #include "sqlcall.h"
 #include "stats.h"
-#include "utils.h"
 
 /* Batches smaller than this go straight to INSERT ... ON CONFLICT. */
 #define INBOX_PLAIN_INSERT_MIN_BATCH 2

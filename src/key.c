@@ -426,3 +426,15 @@ key_to_text(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_DATUM(PG_GETARG_DATUM(0));
 }
+
+/*
+ * IdempotencyKeyDisplay
+ *		A key (a text datum) as a message shows it.
+ */
+char *
+IdempotencyKeyDisplay(Datum key)
+{
+	text	   *t = DatumGetTextPP(key);
+
+	return IdempotencyDisplayValue(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}

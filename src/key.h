@@ -16,5 +16,6 @@
 /* key.c */
 extern text *IdempotencyKeyFromBytes(const char *str, int len);
 extern char *IdempotencyDisplayValue(const char *str, int len);
+extern char *IdempotencyKeyDisplay(Datum key);
 
 #endif							/* IDEMPOTENCY_KEY_H */

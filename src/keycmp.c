@@ -42,7 +42,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "idempotency.h"
 
 /*
  * key_cmp_internal

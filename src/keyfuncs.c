@@ -20,10 +20,10 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 
+#include "args.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "key.h"
-#include "utils.h"
+#include "sha256.h"
 
 /* Number of hex digits of SHA-256 kept as a structured key's checksum. */
 #define KEY_CHECKSUM_HEXLEN 8

@@ -35,11 +35,10 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
+#include "args.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "owner.h"
 #include "sqlcall.h"
-#include "utils.h"
 
 /* A fixed seed, so that the same key maps to the same lock in every backend. */
 #define LOCK_HASH_SEED UINT64CONST(0x69646d70)

@@ -66,10 +66,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "idempotency.h"
 #include "outbox.h"
 #include "sqlcall.h"
-#include "utils.h"
 
 /* A generated message id: a UUID of version 7 (time-ordered), as text. */
 #define OUTBOX_UUID_LEN 36

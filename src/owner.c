@@ -11,8 +11,9 @@
  * app); a retry that arrives on the next lease's connection must find the
  * records the previous lease stored, or it executes again.  So:
  *
- *	 - a role that was granted the API itself (a grantee of SELECT on
- *	   my_records, which grant_usage grants) stores under its own name;
+ *	 - a role that was granted the API itself (a grantee of EXECUTE on
+ *	   idempotent_begin, which grant_usage grants, and which Citus copies
+ *	   to every node with the function) stores under its own name;
  *	 - so does a superuser, or a role with no granted role above it;
  *	 - any other role stores under the one granted role whose privileges it
  *	   has (it is a member of it, with INHERIT), and is refused (IK007) if it
@@ -20,7 +21,8 @@
  *	   to must never be a guess.
  *
  * The answer is cached for the calling role; any change to roles, role
- * memberships or my_records' grants clears it (extension.c's callbacks).
+ * memberships or functions (their grants) clears it (extension.c's
+ * callbacks).
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -32,7 +34,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -61,23 +63,23 @@ OwnerCacheInvalidate(void)
 
 /*
  * owner_grantees
- *		The roles granted SELECT on my_records by name (not PUBLIC, not the
- *		view's owner): the applications grant_usage() was given to.
+ *		The roles granted EXECUTE on idempotent_begin by name (not PUBLIC,
+ *		not its owner): the applications grant_usage() was given to.
  */
 static List *
-owner_grantees(Oid viewid)
+owner_grantees(Oid fnoid)
 {
 	HeapTuple	tuple;
 	Datum		aclDatum;
 	bool		isnull;
-	Oid			viewowner;
+	Oid			fnowner;
 	List	   *grantees = NIL;
 
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(viewid));
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
 	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", viewid);
-	viewowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	aclDatum = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_relacl, &isnull);
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	fnowner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
+	aclDatum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_proacl, &isnull);
 	if (!isnull)
 	{
 		Acl		   *acl = DatumGetAclPCopy(aclDatum);
@@ -89,13 +91,12 @@ owner_grantees(Oid viewid)
 		AclItem    *items = (AclItem *) ((char *) acl + ARR_OVERHEAD_NONULLS(1));
 
 		Assert(ARR_NDIM(acl) == 1 && !ARR_HASNULL(acl));
-
 		for (int i = 0; i < ACL_NUM(acl); i++)
 		{
 			Oid			grantee = items[i].ai_grantee;
 
-			if (grantee != ACL_ID_PUBLIC && grantee != viewowner &&
-				(ACLITEM_GET_PRIVS(items[i]) & ACL_SELECT) != 0)
+			if (grantee != ACL_ID_PUBLIC && grantee != fnowner &&
+				(ACLITEM_GET_PRIVS(items[i]) & ACL_EXECUTE) != 0)
 				grantees = list_append_unique_oid(grantees, grantee);
 		}
 	}
@@ -116,7 +117,7 @@ owner_resolve(Oid roleid)
 
 	if (superuser_arg(roleid))
 		return roleid;
-	grantees = owner_grantees(IdempotencyCatalogGet()->relids[IR_MY_RECORDS]);
+	grantees = owner_grantees(IdempotencyCatalogGet()->begin_fn);
 	if (list_member_oid(grantees, roleid))
 		return roleid;
 	foreach(lc, grantees)

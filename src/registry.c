@@ -6,8 +6,9 @@
  *
  * A record is handled as a row image (RegistryRow): a value or NULL for each
  * column of REGISTRY_COLUMNS (registry.h).  Every statement takes the same
- * parameters: $1 to $13 the columns of an image, in the table's order, then
- * the call's clock reading and the attempt a finish or abandon names.  The
+ * parameters: $1 to $14 the columns of an image, in the table's order, then
+ * the call's clock reading, the attempt a finish or abandon names (or that a
+ * claim read the record at) and the status a claim read it with.  The
  * statements that write or read a whole record are built from the column
  * list when first used, so none of them can leave a column out.
  *
@@ -56,10 +57,15 @@ RegistryFence(void)
 }
 
 
-/* The parameters after an image's columns. */
+/*
+ * The parameters after an image's columns: the clock, the attempt a finish
+ * or abandon names (or that a claim saw the record hold), and the status a
+ * claim saw the record hold.
+ */
 #define PARAM_NOW		(REGISTRY_NCOLUMNS + 1)
 #define PARAM_ATTEMPT	(REGISTRY_NCOLUMNS + 2)
-#define REGISTRY_NARGS	(REGISTRY_NCOLUMNS + 2)
+#define PARAM_SEEN_STATUS (REGISTRY_NCOLUMNS + 3)
+#define REGISTRY_NARGS	(REGISTRY_NCOLUMNS + 3)
 
 typedef struct RegistryColumnDef
 {
@@ -116,13 +122,18 @@ static SqlStatement lookup_stmt = {.expected_rc = SPI_OK_SELECT,.natts = REGISTR
 /*
  * Overwrites an expired or abandoned record with a fresh claim, re-checking
  * that condition, so that of two sessions racing for the record exactly one
- * updates it.  The attempt grows from the record's (RegistryFence).
+ * updates it.  The attempt grows from the record's (RegistryFence).  It
+ * also re-checks the attempt and status the claim read: the record it
+ * overwrites is exactly the one read, so what the claim reports of the
+ * previous attempt is what the UPDATE saw, never a stale read (PostgreSQL
+ * 15's RETURNING shows only the new row).
  */
 static SqlStatement reclaim_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts = 1};
 
 /*
  * Takes over a live claim whose lease ran out, re-checking that condition
- * like reclaim_stmt.  The record keeps everything else, its expiry too.
+ * and the attempt read, like reclaim_stmt.  The record keeps everything
+ * else, its expiry too.
  */
 static SqlStatement takeover_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts = 2};
 
@@ -220,6 +231,7 @@ registry_statement(SqlStatement *stmt, char *sql)
 		stmt->argtypes[i] = registry_columns[i].type;
 	stmt->argtypes[PARAM_NOW - 1] = TIMESTAMPTZOID;
 	stmt->argtypes[PARAM_ATTEMPT - 1] = INT4OID;
+	stmt->argtypes[PARAM_SEEN_STATUS - 1] = TEXTOID;
 }
 
 /*
@@ -255,7 +267,10 @@ registry_build(void)
 	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
 	registry_set_sql(&buf, false);
 	registry_identity_sql(&buf);
-	appendStringInfoString(&buf, " AND NOT " REGISTRY_LIVE_SQL " RETURNING r.attempt");
+	appendStringInfo(&buf, " AND NOT " REGISTRY_LIVE_SQL
+					 " AND r.attempt OPERATOR(pg_catalog.=) $%d"
+					 " AND r.status OPERATOR(pg_catalog.=) $%d RETURNING r.attempt",
+					 PARAM_ATTEMPT, PARAM_SEEN_STATUS);
 	registry_statement(&reclaim_stmt, buf.data);
 
 	initStringInfo(&buf);
@@ -266,7 +281,8 @@ registry_build(void)
 	registry_identity_sql(&buf);
 	appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing'"
 					 " AND r.lease_until OPERATOR(pg_catalog.<=) $%d AND " REGISTRY_LIVE_SQL
-					 " RETURNING r.attempt, r.expires_at", PARAM_NOW);
+					 " AND r.attempt OPERATOR(pg_catalog.=) $%d"
+					 " RETURNING r.attempt, r.expires_at", PARAM_NOW, PARAM_ATTEMPT);
 	registry_statement(&takeover_stmt, buf.data);
 
 	initStringInfo(&buf);
@@ -283,13 +299,14 @@ registry_build(void)
 }
 
 /*
- * registry_execute
+ * registry_execute_seen
  *		Run one of the statements with an image's columns and the extra
- *		parameters (attempt only where one is given).
+ *		parameters (attempt only where one is given, the status a claim saw
+ *		only where it saw a record).
  */
 static uint64
-registry_execute(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
-				 RegistryAttempt attempt)
+registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+					  RegistryAttempt attempt, Datum seen_status)
 {
 	Datum		values[REGISTRY_NARGS];
 	char		nulls[REGISTRY_NARGS];
@@ -303,7 +320,20 @@ registry_execute(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
 	nulls[PARAM_NOW - 1] = ' ';
 	values[PARAM_ATTEMPT - 1] = Int32GetDatum(attempt.value);
 	nulls[PARAM_ATTEMPT - 1] = attempt.given ? ' ' : 'n';
+	values[PARAM_SEEN_STATUS - 1] = seen_status;
+	nulls[PARAM_SEEN_STATUS - 1] = seen_status == (Datum) 0 ? 'n' : ' ';
 	return SqlExecute(stmt, values, nulls);
+}
+
+/*
+ * registry_execute
+ *		registry_execute_seen for a statement that names no record seen.
+ */
+static uint64
+registry_execute(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+				 RegistryAttempt attempt)
+{
+	return registry_execute_seen(stmt, call, row, attempt, (Datum) 0);
 }
 
 /*
@@ -586,18 +616,19 @@ RegistrySelectOwnSql(void)
 
 /*
  * RegistryReclaim
- *		Claim a key whose record is expired or abandoned, overwriting every
- *		column; false if the record changed since it was read.  The claim's
- *		attempt becomes the one issued.
+ *		Claim a key whose record, as read in seen, is expired or abandoned,
+ *		overwriting every column; false if the record changed since it was
+ *		read.  The claim's attempt becomes the one issued.
  */
 bool
-RegistryReclaim(SqlCall *call, RegistryRow *claim)
+RegistryReclaim(SqlCall *call, RegistryRow *claim, const RegistryRow *seen)
 {
-	RegistryAttempt none = {false, 0};
+	RegistryAttempt read = {true, DatumGetInt32(seen->values[RC_attempt])};
 	bool		isnull;
 
 	registry_build();
-	if (registry_execute(&reclaim_stmt, call, claim, none) == 0)
+	if (registry_execute_seen(&reclaim_stmt, call, claim, read,
+							  registry_status_datums[seen->status]) == 0)
 		return false;
 	RegistryRowSet(claim, RC_attempt, SqlResult(0, 1, &isnull));
 	return true;
@@ -605,18 +636,18 @@ RegistryReclaim(SqlCall *call, RegistryRow *claim)
 
 /*
  * RegistryTakeover
- *		Take over a live claim whose lease ran out; false if the record
- *		changed since it was read.  The claim's attempt and expiry become the
- *		record's.
+ *		Take over a live claim, as read in seen, whose lease ran out; false
+ *		if the record changed since it was read.  The claim's attempt and
+ *		expiry become the record's.
  */
 bool
-RegistryTakeover(SqlCall *call, RegistryRow *claim)
+RegistryTakeover(SqlCall *call, RegistryRow *claim, const RegistryRow *seen)
 {
-	RegistryAttempt none = {false, 0};
+	RegistryAttempt read = {true, DatumGetInt32(seen->values[RC_attempt])};
 	bool		isnull;
 
 	registry_build();
-	if (registry_execute(&takeover_stmt, call, claim, none) == 0)
+	if (registry_execute(&takeover_stmt, call, claim, read) == 0)
 		return false;
 	RegistryRowSet(claim, RC_attempt, SqlResult(0, 1, &isnull));
 	RegistryRowSet(claim, RC_expires_at, SqlResult(0, 2, &isnull));

@@ -121,8 +121,8 @@ extern int32 RegistryFence(void);
 
 extern bool RegistryInsertClaim(SqlCall *call, const RegistryRow *claim);
 extern bool RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec);
-extern bool RegistryReclaim(SqlCall *call, RegistryRow *claim);
-extern bool RegistryTakeover(SqlCall *call, RegistryRow *claim);
+extern bool RegistryReclaim(SqlCall *call, RegistryRow *claim, const RegistryRow *seen);
+extern bool RegistryTakeover(SqlCall *call, RegistryRow *claim, const RegistryRow *seen);
 extern bool RegistryFinish(SqlCall *call, Datum scope, Datum key,
 						   const RegistryAnswer *answer, RegistryAttempt attempt);
 extern bool RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt);

@@ -57,13 +57,15 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "key.h"
 #include "registry.h"
+#include "sha256.h"
 #include "sqlcall.h"
 #include "stats.h"
 #include "tokens.h"
-#include "utils.h"
 #include "xactclaims.h"
 
 /* How often a claim is retried when concurrent changes keep moving the record. */
@@ -113,6 +115,9 @@ typedef struct BeginResult
 	const char *outcome;
 	bool		takeover;		/* execute, by taking over a lapsed lease */
 	RegistryRow rec;			/* the answer */
+	int32		previous_attempt;	/* execute over an earlier claim: its
+									 * attempt; 0 otherwise */
+	const char *previous_end;	/* and how it ended (begin_previous_end) */
 } BeginResult;
 
 /*
@@ -229,6 +234,47 @@ begin_execute(BeginResult *result, const RegistryRow *claim, bool deferred)
 	result->outcome = "execute";
 	result->rec = *claim;
 	XactClaimAdd(claim, deferred);
+}
+
+/*
+ * begin_previous_end
+ *		How the claim before an execute that overwrote a record ended, as
+ *		the record was when the claim's UPDATE overwrote it: "lease_expired"
+ *		for a claim that never ended (taken over once its lease ran out, or
+ *		its record expired while it was processing: the work may have partly
+ *		happened), "abandoned" for one given up with idempotent_abandon,
+ *		"expired" for a finished record whose expiry passed (the work was
+ *		done, and its answer is gone).
+ */
+static const char *
+begin_previous_end(const RegistryRow *rec)
+{
+	switch (rec->status)
+	{
+		case RS_PROCESSING:
+			return "lease_expired";
+		case RS_ABANDONED:
+			return "abandoned";
+		case RS_COMPLETED:
+		case RS_FAILED:
+			return "expired";
+	}
+	elog(ERROR, "unexpected idempotency record status %d", (int) rec->status);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * begin_over
+ *		An execute that overwrote the record rec, the previous claim: report
+ *		its attempt and how it ended.  The UPDATE that overwrote it
+ *		re-checked rec's attempt (and status), so these are the values of
+ *		the row it changed, not of a read that may have gone stale.
+ */
+static void
+begin_over(BeginResult *result, const RegistryRow *rec)
+{
+	result->previous_attempt = DatumGetInt32(rec->values[RC_attempt]);
+	result->previous_end = begin_previous_end(rec);
 }
 
 /*
@@ -350,9 +396,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	/* an expired or abandoned record counts as absent: claim it afresh */
 	if (!RegistryRowLive(&rec, call->now))
 	{
-		if (!RegistryReclaim(call, &claim))
+		if (!RegistryReclaim(call, &claim, &rec))
 			return false;
 		begin_execute(result, &claim, false);
+		begin_over(result, &rec);
 		return true;
 	}
 
@@ -376,9 +423,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 	}
 
 	/* the lease ran out: the work may have partly happened; take it over */
-	if (!RegistryTakeover(call, &claim))
+	if (!RegistryTakeover(call, &claim, &rec))
 		return false;
 	begin_execute(result, &claim, false);
+	begin_over(result, &rec);
 	result->takeover = true;
 	return true;
 }
@@ -478,8 +526,24 @@ typedef struct ApiResult
 	Oid			fn;
 	RegistryOutput *out;
 	int			own;			/* the function's own column: outcome, found */
-	int			retry_after;	/* begin's retry_after column, or -1 */
+	int			previous_attempt;	/* begin's other own columns, or -1 */
+	int			previous_end;
+	int			retry_after;
 } ApiResult;
+
+/*
+ * api_column_find
+ *		The position of a function's own result column, -1 if it has none
+ *		of that name.
+ */
+static int
+api_column_find(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i;
+	return -1;
+}
 
 /*
  * api_column
@@ -488,24 +552,11 @@ typedef struct ApiResult
 static int
 api_column(TupleDesc desc, const char *name)
 {
-	for (int i = 0; i < desc->natts; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
-			return i;
-	elog(ERROR, "result has no column \"%s\"", name);
-	return -1;					/* keep compiler quiet */
-}
+	int			i = api_column_find(desc, name);
 
-/*
- * api_column_if_any
- *		The position of a function's optional result column, or -1.
- */
-static int
-api_column_if_any(TupleDesc desc, const char *name)
-{
-	for (int i = 0; i < desc->natts; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
-			return i;
-	return -1;
+	if (i < 0)
+		elog(ERROR, "result has no column \"%s\"", name);
+	return i;
 }
 
 /*
@@ -537,7 +588,9 @@ api_result(FunctionCallInfo fcinfo, ApiResult *cache, const char *own)
 	MemoryContextSwitchTo(oldcontext);
 	cache->fn = fcinfo->flinfo->fn_oid;
 	cache->own = api_column(tupdesc, own);
-	cache->retry_after = api_column_if_any(tupdesc, "retry_after");
+	cache->previous_attempt = api_column_find(tupdesc, "previous_attempt");
+	cache->previous_end = api_column_find(tupdesc, "previous_end");
+	cache->retry_after = api_column_find(tupdesc, "retry_after");
 	return cache;
 }
 
@@ -557,8 +610,17 @@ api_interval_usecs(Interval *span)
  * begin_lock_timeout
  *		How long the claim may wait for another transaction's hold on the
  *		record, in ms; 0 for as long as it takes.  wait => false waits 1 ms;
- *		max_wait bounds the wait; a lock_timeout the caller has set bounds it
- *		too, but ends in in_progress instead of aborting the transaction.
+ *		max_wait bounds the wait, and without it idempotency.max_wait does
+ *		(-1: no bound, 0: no wait); a lock_timeout the caller has set bounds
+ *		it too, but ends in in_progress instead of aborting the transaction.
+ *
+ * A bounded wait runs the claim in a subtransaction, which takes an XID of
+ * its own when it writes, and a backend past PGPROC_MAX_CACHED_SUBXIDS of
+ * them makes every other backend's snapshots slower until its transaction
+ * ends.  So the setting's bound is not applied once the transaction holds
+ * half that many (a batch claiming many keys in one transaction): such a
+ * begin waits as an unbounded one does, bounded only by lock_timeout.  A
+ * max_wait the caller passes is always applied.
  */
 static int
 begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
@@ -568,13 +630,21 @@ begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
 	if (!wait)
 		return 1;
 	if (PG_ARGISNULL(max_wait_arg))
-		return LockTimeout;
-
-	ms = api_interval_usecs(PG_GETARG_INTERVAL_P(max_wait_arg)) / 1000;
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_wait must not be negative")));
+	{
+		if (idempotency_max_wait < 0 ||
+			MyProc->subxidStatus.overflowed ||
+			MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS / 2)
+			return LockTimeout;
+		ms = idempotency_max_wait;
+	}
+	else
+	{
+		ms = api_interval_usecs(PG_GETARG_INTERVAL_P(max_wait_arg)) / 1000;
+		if (ms < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_wait must not be negative")));
+	}
 	if (ms == 0)
 		return 1;
 	if (LockTimeout > 0 && LockTimeout < ms)
@@ -675,6 +745,13 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	RegistryOutputFill(res->out, &result.rec, values, nulls);
 	values[res->own] = CStringGetTextDatum(result.outcome);
 	nulls[res->own] = false;
+	if (result.previous_end != NULL && res->previous_attempt >= 0 && res->previous_end >= 0)
+	{
+		values[res->previous_attempt] = Int32GetDatum(result.previous_attempt);
+		nulls[res->previous_attempt] = false;
+		values[res->previous_end] = CStringGetTextDatum(result.previous_end);
+		nulls[res->previous_end] = false;
+	}
 	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
 	{
 		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));

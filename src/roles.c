@@ -41,11 +41,10 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "args.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "key.h"
 #include "sqlcall.h"
-#include "utils.h"
 
 /*
  * A table whose rows belong to a role, and how to find a row of the old

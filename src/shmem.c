@@ -28,7 +28,6 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "idempotency.h"
 #include "shmem.h"
 #include "stats.h"
 

@@ -61,7 +61,6 @@
 
 #include "citus.h"
 #include "extension.h"
-#include "idempotency.h"
 #include "key.h"
 #include "sqlcall.h"
 #include "statemachine.h"

@@ -23,7 +23,6 @@
 #include "funcapi.h"
 #include "utils/timestamp.h"
 
-#include "idempotency.h"
 #include "shmem.h"
 #include "stats.h"
 

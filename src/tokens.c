@@ -27,13 +27,13 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "key.h"
 #include "sqlcall.h"
 #include "stats.h"
 #include "tokens.h"
-#include "utils.h"
 
 #define TOKEN_RANDOM_BYTES 16
 #define TOKEN_PREFIX "tk_"

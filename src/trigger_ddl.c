@@ -51,7 +51,6 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
-#include "idempotency.h"
 #include "triggers.h"
 
 /*

@@ -51,7 +51,6 @@
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
-#include "idempotency.h"
 #include "xactclaims.h"
 
 /* The current transaction's claims, in TopTransactionContext. */

@@ -20,7 +20,7 @@ export PATH="$PG_BINDIR:$PATH"
 suite_packages() {
 	local major=${1:-$PG_MAJOR}
 	echo make gcc libc6-dev git postgresql-$major postgresql-server-dev-$major \
-		postgresql-$major-pgtap libipc-run-perl
+		postgresql-$major-pgtap libipc-run-perl pgbouncer
 }
 
 # client_packages: what the HTTP service and driver tests (test/t/040 and

@@ -698,6 +698,8 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 OUT status_code pg_catalog.int4,
 											 OUT body pg_catalog.bytea,
 											 OUT headers pg_catalog.jsonb,
+											 OUT previous_attempt pg_catalog.int4,
+											 OUT previous_end pg_catalog.text,
 											 OUT retry_after pg_catalog.int4)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'

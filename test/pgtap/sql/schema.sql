@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(32);
+SELECT plan(34);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -34,6 +34,17 @@ SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_ext
 	'pg_dump keeps the registry''s rows');
 
 SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
+SELECT is((SELECT array_agg(n || ' ' || format_type(t, NULL) ORDER BY o)
+			 FROM pg_proc AS p,
+				  unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a(n, t, m, o)
+			WHERE p.oid = 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)'::regprocedure
+			  AND m = 'o'),
+	ARRAY['outcome text', 'status text', 'response jsonb', 'attempt integer', 'expires_at timestamp with time zone',
+		  'lease_until timestamp with time zone', 'status_code integer', 'body bytea', 'headers jsonb',
+		  'previous_attempt integer', 'previous_end text', 'retry_after integer'],
+	'idempotent_begin answers with the record''s columns, then the previous attempt and how it ended, and when to retry');
+SELECT is((SELECT boot_val || ' ' || unit || ' ' || context FROM pg_settings WHERE name = 'idempotency.max_wait'),
+	'5000 ms user', 'idempotency.max_wait bounds a wait by default, and any session may change it');
 SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb']);
 SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'], 'text',
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');

@@ -1,103 +1,18 @@
 /*-------------------------------------------------------------------------
  *
- * utils.c
- *	  Argument checks and helpers that the SQL-callable functions share:
- *	  required arguments, keys, scopes, positive intervals, a key's display
- *	  form and SHA-256.
+ * sha256.c
+ *	  SHA-256, for request fingerprints and key checksums.
  *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
- *	  src/utils.c
+ *	  src/sha256.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "utils/builtins.h"
-
-#include "idempotency.h"
-#include "key.h"
-#include "utils.h"
-
-/*
- * IdempotencyRequireArg
- *		Reject a NULL argument that the function cannot do without.
- */
-void
-IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
-}
-
-/*
- * IdempotencyKeyArg
- *		A key argument, checked: the functions take text (so that a text or
- *		varchar value needs no cast) and apply the key type's own rules.
- */
-Datum
-IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno)
-{
-	text	   *t;
-
-	IdempotencyRequireArg(fcinfo, argno, "idempotency key");
-	t = PG_GETARG_TEXT_PP(argno);
-	return PointerGetDatum(IdempotencyKeyFromBytes(VARDATA_ANY(t),
-												   VARSIZE_ANY_EXHDR(t)));
-}
-
-/*
- * IdempotencyScopeArg
- *		A scope argument, checked.  The empty string is the default scope.
- */
-Datum
-IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno)
-{
-	text	   *scope;
-
-	IdempotencyRequireArg(fcinfo, argno, "scope");
-	scope = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(scope) > IDEMPOTENCY_SCOPE_MAXLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scope must be at most %d bytes long",
-						IDEMPOTENCY_SCOPE_MAXLEN)));
-	return PointerGetDatum(scope);
-}
-
-/*
- * IdempotencyAddPositive
- *		now + interval, which must lie after now (ttl, lease); timestamptz's
- *		own error if it overflows.
- */
-TimestampTz
-IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
-{
-	TimestampTz result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-																 TimestampTzGetDatum(now),
-																 interval));
-
-	if (result <= now)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be a positive interval", name)));
-	return result;
-}
-
-/*
- * IdempotencyKeyDisplay
- *		A key (a text datum) as a message shows it.
- */
-char *
-IdempotencyKeyDisplay(Datum key)
-{
-	text	   *t = DatumGetTextPP(key);
-
-	return IdempotencyDisplayValue(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
+#include "sha256.h"
 
 /*
  * SHA-256 (FIPS 180-4), computed here rather than through PostgreSQL's
