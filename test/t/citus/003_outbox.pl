@@ -319,4 +319,19 @@ is($coord->safe_psql('postgres', q{SELECT idempotency.cleanup()}) >= 48, 1,
 is( $coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.outbox}),
 	$before - 48, 'exactly those');
 
+# --- a role renamed -----------------------------------------------------------------
+
+$coord->safe_psql('postgres', q{
+	ALTER ROLE app RENAME TO app_renamed;
+	SELECT idempotency.rename_owner('app', 'app_renamed');
+});
+is( $coord->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE owner = 'app') || ' ' || (count(*) FILTER (WHERE owner = 'app_renamed') > 0)
+	  FROM idempotency.outbox}),
+	'0 true', 'rename_owner moves the role\'s messages on every shard');
+is( $coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.my_outbox},
+		extra_params => [ '-U', 'app_renamed' ]),
+	$coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.outbox}),
+	'and the renamed role sees them in my_outbox');
+
 done_testing();
