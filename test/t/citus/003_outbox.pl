@@ -6,8 +6,8 @@
 # disjoint batches; every key's messages are handed out in order, one at a
 # time, across the shards; acknowledgements, a relay that died and a
 # take-over after its lease; a fetch on a worker is refused; the cleanup;
-# and a user's table distributed by a text column stays out of the outbox's
-# group.  Lease expiry is simulated by moving lease_until back, never by
+# rename_owner; and a user's table distributed by a text column stays out of
+# the outbox's group.  Lease expiry is simulated by moving lease_until back, never by
 # waiting.
 #
 # Runs only where Citus is installed in the PostgreSQL being tested.
@@ -139,6 +139,17 @@ is( $coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.outbox}),
 like($err, qr/permission denied for table outbox/, 'and not directly');
 
 # the statements a send and a fetch run go to one shard
+like( $coord->safe_psql('postgres', q{
+	EXPLAIN (COSTS OFF) SELECT p.seq FROM idempotency.outbox AS p
+	 WHERE p.owner = 'app' AND p.ordering_key = 'ORD-1' AND p.delivered_at IS NULL
+	 ORDER BY p.seq DESC LIMIT 1}),
+	qr/Task Count: 1\b/, 'reading a key\'s highest number is routed to one shard');
+like( $coord->safe_psql('postgres', q{
+	EXPLAIN (COSTS OFF) INSERT INTO idempotency.outbox AS o
+		(owner, ordering_key, seq, message_id, topic, payload, headers, sent_at)
+	VALUES ('app', 'ORD-1', 2, 'x', 't', '{}', NULL, now())
+	ON CONFLICT (owner, ordering_key, seq) WHERE delivered_at IS NULL DO NOTHING}),
+	qr/Task Count: 1\b/, 'inserting the next is routed to one shard');
 like( $coord->safe_psql('postgres', q{
 	EXPLAIN (COSTS OFF) UPDATE idempotency.outbox AS o SET lease_until = now()
 	 WHERE o.ctid = ANY (ARRAY(SELECT c.ctid FROM idempotency.outbox AS c
@@ -302,8 +313,9 @@ $_->quit for ($r1, $r2, $s1, $s2);
 
 app(q{SELECT idempotency.outbox_send('orders', '{}', 'worker-key', message_id => 'w-1')});
 ($rc, $out, $err) = $workers[0]->psql('postgres',
-	q{SELECT * FROM idempotency.outbox_fetch(10)}, extra_params => [ '-U', 'app' ]);
-like($err, qr/cannot fetch outbox messages on a node that is not the Citus coordinator/,
+	q{\set VERBOSITY verbose
+	  SELECT * FROM idempotency.outbox_fetch(10)}, extra_params => [ '-U', 'app' ]);
+like($err, qr/55000: cannot fetch outbox messages on a node that is not the Citus coordinator/,
 	'a fetch on a worker is refused');
 is(app(q{SELECT message_id FROM idempotency.outbox_fetch(10)}), 'w-1',
 	'the coordinator hands the message out');
