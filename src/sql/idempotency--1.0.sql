@@ -876,65 +876,10 @@ REVOKE ALL ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_cata
  */
 CREATE FUNCTION idempotency.drop_state_machine(name pg_catalog.text)
 RETURNS void
-LANGUAGE plpgsql
+AS 'MODULE_PATHNAME', 'idempotency_drop_state_machine'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	user_trigger record;
-	e_state text;
-	e_message text;
-	e_detail text;
-	e_hint text;
-BEGIN
-	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
-					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
-					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
-	END IF;
-	IF name IS NULL THEN
-		RAISE EXCEPTION 'state machine name must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
-	  FROM pg_trigger AS t
-	 WHERE t.tgfoid = 'idempotency.check_transition()'::regprocedure
-	   AND t.tgparentid = 0
-	   AND t.tgnargs > 0
-	   AND convert_from(substring(t.tgargs FROM 1 FOR position('\x00'::bytea IN t.tgargs) - 1),
-						getdatabaseencoding()) = drop_state_machine.name
-	 LIMIT 1;
-	IF FOUND THEN
-		RAISE EXCEPTION 'cannot drop state machine "%" because trigger "%" on table % uses it',
-			name, user_trigger.tgname, user_trigger.rel
-			USING ERRCODE = 'dependent_objects_still_exist',
-				  HINT = 'Drop the trigger first.';
-	END IF;
-	/*
-	 * An error of the DELETE (a lock timeout while a concurrent definition
-	 * holds the row) is raised again as it is, but without the statement in
-	 * its context: callers never see the extension's internal SQL.  RAISE
-	 * would print an empty DETAIL or HINT, hence the four forms.
-	 */
-	BEGIN
-		DELETE FROM idempotency.state_machines AS m WHERE m.name = drop_state_machine.name;
-	EXCEPTION WHEN OTHERS OR query_canceled THEN
-		GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-			e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-		IF e_detail <> '' AND e_hint <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
-		ELSIF e_detail <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
-		ELSIF e_hint <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
-		ELSE
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
-		END IF;
-	END;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION 'state machine "%" does not exist', name USING ERRCODE = 'undefined_object';
-	END IF;
-END;
-$$;
+SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) FROM PUBLIC;
 
