@@ -93,6 +93,7 @@
 #include "citus.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "idset.h"
 #include "outbox.h"
 #include "sqlcall.h"
 
@@ -588,22 +589,6 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 }
 
 /*
- * outbox_text_cmp
- *		Bytewise order of two text datums, the order COLLATE "C" gives them.
- */
-static int
-outbox_text_cmp(const void *a, const void *b)
-{
-	Pointer		x = DatumGetPointer(*(const Datum *) a);
-	Pointer		y = DatumGetPointer(*(const Datum *) b);
-	int			xlen = VARSIZE_ANY_EXHDR(x);
-	int			ylen = VARSIZE_ANY_EXHDR(y);
-	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(xlen, ylen));
-
-	return c != 0 ? c : (xlen > ylen) - (xlen < ylen);
-}
-
-/*
  * outbox_put_row
  *		Add row i of what the last statement handed out to the result; *last
  *		gets its key if it is the greatest yet.
@@ -621,7 +606,7 @@ outbox_put_row(SqlCall *call, ReturnSetInfo *rsinfo, uint64 i, Datum *last)
 		if (col <= 4 && !isnull[col])
 			row[col] = SqlKeep(call, row[col]);
 	}
-	if (*last == (Datum) 0 || outbox_text_cmp(&row[2], last) > 0)
+	if (*last == (Datum) 0 || IdSetCompare(&row[2], last) > 0)
 		*last = row[2];
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, isnull);
 }
@@ -797,51 +782,6 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/*
- * outbox_sorted_unique
- *		The ids sorted and each once; returns how many.  Rows are updated in
- *		this order, so that two acknowledgements cannot deadlock.
- */
-static int
-outbox_sorted_unique(Datum *ids, int n, Datum **sorted)
-{
-	Datum	   *s = palloc(sizeof(Datum) * Max(n, 1));
-	int			m = 0;
-
-	memcpy(s, ids, sizeof(Datum) * n);
-	qsort(s, n, sizeof(Datum), outbox_text_cmp);
-	for (int i = 0; i < n; i++)
-		if (m == 0 || outbox_text_cmp(&s[m - 1], &s[i]) != 0)
-			s[m++] = s[i];
-	*sorted = s;
-	return m;
-}
-
-/*
- * outbox_mark
- *		Mark the ids the last statement returned, at their places among the
- *		sorted ids; returns how many it marked that were not marked before.
- */
-static int
-outbox_mark(Datum *sorted, int m, bool *marked, uint64 nrows)
-{
-	int			count = 0;
-
-	for (uint64 i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-		Datum		id = SqlResult(i, 1, &isnull);
-		Datum	   *hit = bsearch(&id, sorted, m, sizeof(Datum), outbox_text_cmp);
-
-		if (hit != NULL && !marked[hit - sorted])
-		{
-			marked[hit - sorted] = true;
-			count++;
-		}
-	}
-	return count;
-}
-
 PG_FUNCTION_INFO_V1(idempotency_outbox_ack);
 
 /*
@@ -890,7 +830,7 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	if (n == 0)
 		PG_RETURN_INT64(0);
 
-	m = outbox_sorted_unique(elems, n, &sorted);
+	m = IdSetSortedUnique(elems, n, &sorted);
 	marked = palloc0(sizeof(bool) * m);
 
 	SqlCallBegin(&call);
@@ -900,10 +840,10 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(2), "ttl"));
 
-	newly = outbox_mark(sorted, m, marked, SqlExecute(&ack_stmt, values, NULL));
+	newly = IdSetMark(sorted, m, marked, SqlExecute(&ack_stmt, values, NULL));
 	held = newly;
 	if (held < m)
-		held += outbox_mark(sorted, m, marked, SqlExecute(&acked_stmt, values, NULL));
+		held += IdSetMark(sorted, m, marked, SqlExecute(&acked_stmt, values, NULL));
 	if (held < m)
 	{
 		int			i = 0;
