@@ -18,8 +18,44 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+
+#include "args.h"
 #include "idset.h"
 #include "sqlcall.h"
+
+/*
+ * IdSetArg
+ *		A function's array-of-ids argument: required, one-dimensional, at
+ *		most max ids, none of them NULL.  Returns how many, in *ids.
+ */
+int
+IdSetArg(FunctionCallInfo fcinfo, int argno, const char *fn, int max, Datum **ids)
+{
+	ArrayType  *array;
+	bool	   *nulls;
+	int			n;
+
+	IdempotencyRequireArg(fcinfo, argno, "message_ids");
+	array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("message_ids must be a one-dimensional array")));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, ids, &nulls, &n);
+	if (n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a batch of %d message ids is too large", n),
+				 errdetail("%s takes at most %d ids at once.", fn, max)));
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("message_ids must not contain nulls")));
+	return n;
+}
 
 /*
  * IdSetCompare

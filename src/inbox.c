@@ -269,9 +269,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SqlCall		call;
 	Datum		values[5];
-	ArrayType  *ids;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			n;
 	Datum	   *sorted;
 	int			m;
@@ -282,24 +280,9 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
-	IdempotencyRequireArg(fcinfo, 1, "message_ids");
-	ids = PG_GETARG_ARRAYTYPE_P(1);
-	if (ARR_NDIM(ids) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("message_ids must be a one-dimensional array")));
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n > IDEMPOTENCY_INBOX_MAX_BATCH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a batch of %d message ids is too large", n),
-				 errdetail("inbox_receive_batch takes at most %d ids at once.", IDEMPOTENCY_INBOX_MAX_BATCH)));
+	n = IdSetArg(fcinfo, 1, "inbox_receive_batch", IDEMPOTENCY_INBOX_MAX_BATCH, &elems);
 	for (int i = 0; i < n; i++)
 	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("message_ids must not contain nulls")));
 		if (VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0 ||
 			VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) > IDEMPOTENCY_KEY_MAXLEN)
 			ereport(ERROR,

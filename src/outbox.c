@@ -797,9 +797,7 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 {
 	SqlCall		call;
 	Datum		values[5];
-	ArrayType  *ids;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			n;
 	Datum	   *sorted;
 	int			m;
@@ -809,23 +807,7 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 
 	IdempotencyCheckNargs(fcinfo, 3);
 	IdempotencyRequireArg(fcinfo, 0, "attempt");
-	IdempotencyRequireArg(fcinfo, 1, "message_ids");
-	ids = PG_GETARG_ARRAYTYPE_P(1);
-	if (ARR_NDIM(ids) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("message_ids must be a one-dimensional array")));
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n > IDEMPOTENCY_OUTBOX_MAX_BATCH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a batch of %d message ids is too large", n),
-				 errdetail("outbox_ack takes at most %d ids at once.", IDEMPOTENCY_OUTBOX_MAX_BATCH)));
-	for (int i = 0; i < n; i++)
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("message_ids must not contain nulls")));
+	n = IdSetArg(fcinfo, 1, "outbox_ack", IDEMPOTENCY_OUTBOX_MAX_BATCH, &elems);
 	IdempotencyRequireArg(fcinfo, 2, "ttl");
 	if (n == 0)
 		PG_RETURN_INT64(0);
