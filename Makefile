@@ -24,6 +24,7 @@ OBJS = \
 	src/transition.o \
 	src/trigger_ddl.o \
 	src/history.o \
+	src/idset.o \
 	src/inbox.o \
 	src/outbox.o \
 	src/locks.o \

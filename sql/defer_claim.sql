@@ -250,6 +250,33 @@ END $$;
 SELECT pg_temp.top_transaction_bytes() - :before < 20000 * 50 AS bounded;
 COMMIT;
 
+-- Many claims held at once by one transaction (a batch that claims first and
+-- finishes later): each is found again by its key, also once they are
+-- indexed, and a claim given up in a savepoint that rolls back is the
+-- transaction's again even after its key was claimed anew there.
+CREATE FUNCTION pg_temp.claim_and_shadow(n int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	r text := '';
+BEGIN
+	PERFORM idempotency.idempotent_begin('many-' || n || '-' || i) FROM generate_series(1, n) AS i;
+	r := r || (SELECT outcome FROM idempotency.idempotent_begin('many-' || n || '-' || n / 2));
+	BEGIN
+		PERFORM idempotency.idempotent_abandon('many-' || n || '-1');
+		r := r || ' ' || (SELECT outcome FROM idempotency.idempotent_begin('many-' || n || '-1'));
+		RAISE EXCEPTION 'undo';
+	EXCEPTION WHEN raise_exception THEN
+		r := r || ' undone';
+	END;
+	PERFORM idempotency.idempotent_finish('many-' || n || '-' || i, to_jsonb(i)) FROM generate_series(1, n) AS i;
+	RETURN r;
+END $$;
+BEGIN;
+SELECT pg_temp.claim_and_shadow(5);
+SELECT pg_temp.claim_and_shadow(40);
+COMMIT;
+SELECT count(*) FILTER (WHERE status = 'completed') AS completed, count(*) AS records
+  FROM idempotency.my_records WHERE key::text LIKE 'many-%';
+
 DROP TABLE orders_paid;
 TRUNCATE idempotency.registry;
 RESET search_path;

@@ -32,6 +32,7 @@
 #include "citus.h"
 #include "extension.h"
 #include "idempotency.h"
+#include "idset.h"
 #include "inbox.h"
 #include "sqlcall.h"
 #include "stats.h"
@@ -66,7 +67,7 @@ static SqlStatement reclaim_stmt = {
 };
 
 /*
- * $3 holds a batch's ids sorted and each once (inbox_sorted_unique), and
+ * $3 holds a batch's ids sorted and each once (IdSetSortedUnique), and
  * unnest inserts them in that order.
  *
  * insert_new_stmt is a plain INSERT, for a batch expected to be all new: it
@@ -221,70 +222,6 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 }
 
 /*
- * inbox_id_cmp
- *		Bytewise order of two text datums, the order COLLATE "C" gives them.
- */
-static int
-inbox_id_cmp(const void *a, const void *b)
-{
-	Pointer		x = DatumGetPointer(*(const Datum *) a);
-	Pointer		y = DatumGetPointer(*(const Datum *) b);
-	int			xlen = VARSIZE_ANY_EXHDR(x);
-	int			ylen = VARSIZE_ANY_EXHDR(y);
-	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(xlen, ylen));
-
-	return c != 0 ? c : (xlen > ylen) - (xlen < ylen);
-}
-
-/*
- * inbox_sorted_unique
- *		The ids sorted and each once; returns how many.  A batch is written in
- *		this order, so that two batches sharing ids lock them in the same
- *		order and cannot deadlock, and with no repeats, which would make the
- *		all-new INSERT fail.  Sorting here costs far less than a Sort node.
- */
-static int
-inbox_sorted_unique(Datum *ids, int n, Datum **sorted)
-{
-	Datum	   *s = palloc(sizeof(Datum) * n);
-	int			m = 0;
-
-	for (int i = 0; i < n; i++)
-		s[i] = ids[i];
-	qsort(s, n, sizeof(Datum), inbox_id_cmp);
-	for (int i = 0; i < n; i++)
-		if (m == 0 || inbox_id_cmp(&s[m - 1], &s[i]) != 0)
-			s[m++] = s[i];
-	*sorted = s;
-	return m;
-}
-
-/*
- * inbox_mark
- *		Set is_new[] for the ids the last statement returned, at their places among
- *		the sorted ids; returns how many it set.
- */
-static int
-inbox_mark(Datum *sorted, int m, bool *is_new, uint64 nrows)
-{
-	int			marked = 0;
-
-	for (uint64 i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-		Datum		id = SqlResult(i, 1, &isnull);
-		Datum	   *hit = bsearch(&id, sorted, m, sizeof(Datum), inbox_id_cmp);
-
-		if (hit != NULL && !is_new[hit - sorted])
-		{
-			is_new[hit - sorted] = true;
-			marked++;
-		}
-	}
-	return marked;
-}
-
-/*
  * inbox_insert_new
  *		insert_new_stmt, as SqlTry runs it.
  */
@@ -332,9 +269,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SqlCall		call;
 	Datum		values[5];
-	ArrayType  *ids;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			n;
 	Datum	   *sorted;
 	int			m;
@@ -345,24 +280,9 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
-	IdempotencyRequireArg(fcinfo, 1, "message_ids");
-	ids = PG_GETARG_ARRAYTYPE_P(1);
-	if (ARR_NDIM(ids) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("message_ids must be a one-dimensional array")));
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n > IDEMPOTENCY_INBOX_MAX_BATCH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a batch of %d message ids is too large", n),
-				 errdetail("inbox_receive_batch takes at most %d ids at once.", IDEMPOTENCY_INBOX_MAX_BATCH)));
+	n = IdSetArg(fcinfo, 1, "inbox_receive_batch", IDEMPOTENCY_INBOX_MAX_BATCH, &elems);
 	for (int i = 0; i < n; i++)
 	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("message_ids must not contain nulls")));
 		if (VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0 ||
 			VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) > IDEMPOTENCY_KEY_MAXLEN)
 			ereport(ERROR,
@@ -372,7 +292,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	if (n == 0)
 		return (Datum) 0;
 
-	m = inbox_sorted_unique(elems, n, &sorted);
+	m = IdSetSortedUnique(elems, n, &sorted);
 	is_new = palloc0(sizeof(bool) * m);
 
 	SqlCallBegin(&call);
@@ -391,32 +311,32 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	if (IdempotencyCitusPartMethod(CITUS_INBOX) != '\0')
 	{
 		/* distributed by Citus: no statement that needs an error caught */
-		int			marked = inbox_mark(sorted, m, is_new,
-										SqlExecute(&citus_receive_batch_stmt, values, NULL));
+		int			marked = IdSetMark(sorted, m, is_new,
+									   SqlExecute(&citus_receive_batch_stmt, values, NULL));
 
 		if (marked < m)
-			marked += inbox_mark(sorted, m, is_new,
-								 SqlExecute(&citus_renew_expired_stmt, values, NULL));
+			marked += IdSetMark(sorted, m, is_new,
+								SqlExecute(&citus_renew_expired_stmt, values, NULL));
 		if (marked < m)
-			inbox_mark(sorted, m, is_new, SqlExecute(&citus_receive_batch_stmt, values, NULL));
+			IdSetMark(sorted, m, is_new, SqlExecute(&citus_receive_batch_stmt, values, NULL));
 	}
 	else if (inbox_try_all_new(values, m))
 		memset(is_new, true, sizeof(bool) * m);
 	else
 	{
-		int			marked = inbox_mark(sorted, m, is_new,
-										SqlExecute(&receive_batch_stmt, values, NULL));
+		int			marked = IdSetMark(sorted, m, is_new,
+									   SqlExecute(&receive_batch_stmt, values, NULL));
 
 		if (marked < m)
-			marked += inbox_mark(sorted, m, is_new, SqlExecute(&renew_expired_stmt, values, NULL));
+			marked += IdSetMark(sorted, m, is_new, SqlExecute(&renew_expired_stmt, values, NULL));
 		if (marked < m)
-			inbox_mark(sorted, m, is_new, SqlExecute(&receive_batch_stmt, values, NULL));
+			IdSetMark(sorted, m, is_new, SqlExecute(&receive_batch_stmt, values, NULL));
 	}
 
 	/* the new ids in input order, each once */
 	for (int i = 0; i < n; i++)
 	{
-		int			j = (Datum *) bsearch(&elems[i], sorted, m, sizeof(Datum), inbox_id_cmp) - sorted;
+		int			j = (Datum *) bsearch(&elems[i], sorted, m, sizeof(Datum), IdSetCompare) - sorted;
 
 		if (is_new[j])
 		{

@@ -45,6 +45,29 @@
  * Every statement is scoped by the caller's role name, as the inbox's are:
  * a role never reads, relays or acknowledges another role's messages.
  *
+ * Under Citus.  citus_setup() distributes the outbox by ordering_key, so all
+ * of a key's messages are on one shard and each key is numbered and handed
+ * out there as on a single server.  Citus refuses a subquery inside INSERT
+ * and row locks in a statement that is not routed to one shard (README,
+ * "Citus rules" 12), so three things change, only once the table is
+ * distributed (the plain statements are untouched):
+ * - outbox_send reads the key's highest number and inserts the next one in
+ *	 two statements, each routed to the key's shard by its ordering key;
+ * - outbox_fetch finds the keys' first messages with one statement over
+ *	 every shard, without locks (DISTINCT ON the distribution column, which
+ *	 each shard answers for its own keys), then takes each message with a
+ *	 statement routed to its key's shard that locks it with FOR UPDATE SKIP
+ *	 LOCKED and leases it, in the caller's transaction.  The cost: a round
+ *	 trip per message handed out, and no loose scan (a shard reads each
+ *	 visited key's whole backlog to find its first message).  Running the
+ *	 plain statement per shard placement, as the cleanup does (citus.c),
+ *	 would need connections of its own that commit by themselves, outside
+ *	 the relay's transaction, and a share of the batch per shard;
+ * - fencing attempts come from the coordinator's sequence, so a fetch on
+ *	 another node is refused (its sequence would issue the same numbers);
+ *	 outbox_ack runs unchanged, one statement over every shard (it finds
+ *	 messages by id, which does not name a shard).
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -67,7 +90,10 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "citus.h"
+#include "extension.h"
 #include "idempotency.h"
+#include "idset.h"
 #include "outbox.h"
 #include "sqlcall.h"
 
@@ -108,6 +134,36 @@ static SqlStatement send_first_stmt = {
 	" ON CONFLICT (owner, ordering_key, seq) WHERE delivered_at IS NULL DO NOTHING",
 	.nargs = 7,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/*
+ * Under Citus ($1 owner, $2 ordering key): the key's highest undelivered
+ * number, read on the key's shard.
+ */
+static SqlStatement citus_top_stmt = {
+	.sql = "SELECT p.seq FROM idempotency.outbox AS p"
+	" WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.=) $2"
+	"   AND p.delivered_at IS NULL"
+	" ORDER BY p.seq DESC LIMIT 1",
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+};
+
+/*
+ * Under Citus: send_first_stmt with the number $8, one more than the key's
+ * highest as citus_top_stmt read it; nothing if a concurrent sender took it
+ * and committed.
+ */
+static SqlStatement citus_send_stmt = {
+	.sql = "INSERT INTO idempotency.outbox AS o"
+	" (owner, ordering_key, seq, message_id, topic, payload, headers, sent_at)"
+	" VALUES ($1, $2, $8, $3, $4, $5, $6, $7)"
+	" ON CONFLICT (owner, ordering_key, seq) WHERE delivered_at IS NULL DO NOTHING",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID, INT8OID},
 	.expected_rc = SPI_OK_INSERT,
 };
 
@@ -213,6 +269,84 @@ static SqlStatement fetch_wrapped_stmt = {
 	.argtypes = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TEXTOID},
 	.expected_rc = SPI_OK_UPDATE_RETURNING,
 	.natts = 9,
+};
+
+/*
+ * Under Citus, $1 owner, $2 the key to start after, $3 how many, $4 now;
+ * BOUND as in FETCH_SQL: the first undelivered message of each key that no
+ * live lease holds, in key order, read without locks.  DISTINCT ON the
+ * distribution column lets every shard answer for its own keys.
+ */
+#define CITUS_HEADS_SQL(BOUND) \
+	"SELECT h.ordering_key, h.seq FROM" \
+	" (SELECT DISTINCT ON (p.ordering_key) p.ordering_key, p.seq, p.lease_until" \
+	"    FROM idempotency.outbox AS p" \
+	"   WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.ordering_key OPERATOR(pg_catalog.>) $2" \
+	"     AND p.delivered_at IS NULL" BOUND \
+	"   ORDER BY p.ordering_key, p.seq) AS h" \
+	" WHERE h.lease_until IS NULL OR h.lease_until OPERATOR(pg_catalog.<=) $4" \
+	" ORDER BY h.ordering_key LIMIT $3"
+
+static SqlStatement citus_heads_stmt = {
+	.sql = CITUS_HEADS_SQL(""),
+	.nargs = 4,
+	.argtypes = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 2,
+};
+
+static SqlStatement citus_heads_wrapped_stmt = {
+	.sql = CITUS_HEADS_SQL(" AND p.ordering_key OPERATOR(pg_catalog.<=) $5"),
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 2,
+};
+
+/*
+ * Under Citus, $1 owner, $2 ordering key, $3 seq, $4 now, $5 lease until,
+ * $6 attempt: the message, if it is still undelivered and unleased and no
+ * transaction holds it, leased.  Routed to the key's shard, where FOR UPDATE
+ * SKIP LOCKED is allowed; a row that changed since the statement's snapshot
+ * is treated as in FETCH_SQL.
+ */
+static SqlStatement citus_claim_stmt = {
+	.sql = "UPDATE idempotency.outbox AS o"
+	"    SET attempt = $6, deliveries = o.deliveries OPERATOR(pg_catalog.+) 1, lease_until = $5"
+	"  WHERE o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"        SELECT c.ctid FROM idempotency.outbox AS c"
+	"         WHERE c.owner OPERATOR(pg_catalog.=) $1"
+	"           AND c.ordering_key OPERATOR(pg_catalog.=) $2"
+	"           AND c.seq OPERATOR(pg_catalog.=) $3 AND c.delivered_at IS NULL"
+	"           AND (c.lease_until IS NULL OR c.lease_until OPERATOR(pg_catalog.<=) $4)"
+	"         FOR UPDATE OF c SKIP LOCKED))"
+	"    AND o.owner OPERATOR(pg_catalog.=) $1 AND o.ordering_key OPERATOR(pg_catalog.=) $2"
+	"    AND o.delivered_at IS NULL"
+	" RETURNING o.message_id, o.topic, o.ordering_key, o.payload, o.headers, o.sent_at,"
+	"  o.attempt, o.deliveries, o.lease_until",
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID},
+	.expected_rc = SPI_OK_UPDATE_RETURNING,
+	.natts = 9,
+};
+
+/* this node's Citus group: 0 on the coordinator */
+static SqlStatement citus_group_stmt = {
+	.sql = "SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g",
+	.nargs = 0,
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+};
+
+/* $1 owner: the caller's messages, for my_outbox under Citus */
+static SqlStatement own_stmt = {
+	.sql = "SELECT o.message_id, o.topic, o.ordering_key, o.seq, o.payload, o.headers, o.sent_at,"
+	" o.attempt, o.deliveries, o.lease_until, o.delivered_at, o.expires_at"
+	" FROM idempotency.outbox AS o WHERE o.owner OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 12,
 };
 
 /*
@@ -324,6 +458,30 @@ outbox_new_message_id(TimestampTz now)
 	return CStringGetTextDatum(str);
 }
 
+/*
+ * outbox_send_citus
+ *		Send on a distributed outbox (values and nulls as send_stmt's, with
+ *		room for $8): the key's next number, read and inserted in two
+ *		statements routed to its shard, until the insert takes.
+ */
+static void
+outbox_send_citus(Datum *values, char *nulls)
+{
+	for (;;)
+	{
+		bool		isnull;
+		int64		top = 0;
+
+		if (SqlExecute(&citus_top_stmt, values, NULL) == 1)
+			top = DatumGetInt64(SqlResult(0, 1, &isnull));
+		values[7] = Int64GetDatum(top + 1);
+		nulls[7] = ' ';
+		if (SqlExecute(&citus_send_stmt, values, nulls) == 1)
+			return;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 PG_FUNCTION_INFO_V1(idempotency_outbox_send);
 
 /*
@@ -341,6 +499,7 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	bool		own_key;
 	bool		sent = false;
 
+	IdempotencyCheckNargs(fcinfo, 5);
 	memset(nulls, ' ', sizeof(nulls));
 
 	values[3] = outbox_text_arg(fcinfo, 0, "topic", false);
@@ -414,10 +573,15 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	 */
 	if (own_key && SqlExecute(&send_first_stmt, values, nulls) == 1)
 		sent = true;
-	while (!sent)
+	if (!sent && IdempotencyCitusPartMethod(CITUS_OUTBOX) == 'h')
+		outbox_send_citus(values, nulls);
+	else
 	{
-		sent = SqlExecute(&send_stmt, values, nulls) == 1;
-		CHECK_FOR_INTERRUPTS();
+		while (!sent)
+		{
+			sent = SqlExecute(&send_stmt, values, nulls) == 1;
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
 	SqlCallEnd(&call);
 
@@ -425,19 +589,26 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 }
 
 /*
- * outbox_text_cmp
- *		Bytewise order of two text datums, the order COLLATE "C" gives them.
+ * outbox_put_row
+ *		Add row i of what the last statement handed out to the result; *last
+ *		gets its key if it is the greatest yet.
  */
-static int
-outbox_text_cmp(const void *a, const void *b)
+static inline void
+outbox_put_row(SqlCall *call, ReturnSetInfo *rsinfo, uint64 i, Datum *last)
 {
-	Pointer		x = DatumGetPointer(*(const Datum *) a);
-	Pointer		y = DatumGetPointer(*(const Datum *) b);
-	int			xlen = VARSIZE_ANY_EXHDR(x);
-	int			ylen = VARSIZE_ANY_EXHDR(y);
-	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(xlen, ylen));
+	Datum		row[9];
+	bool		isnull[9];
 
-	return c != 0 ? c : (xlen > ylen) - (xlen < ylen);
+	for (int col = 0; col < 9; col++)
+	{
+		row[col] = SqlResult(i, col + 1, &isnull[col]);
+		/* varlena columns, detoasted and out of SPI's memory */
+		if (col <= 4 && !isnull[col])
+			row[col] = SqlKeep(call, row[col]);
+	}
+	if (*last == (Datum) 0 || IdSetCompare(&row[2], last) > 0)
+		*last = row[2];
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, isnull);
 }
 
 /*
@@ -453,22 +624,71 @@ outbox_fetch_pass(SqlCall *call, SqlStatement *stmt, ReturnSetInfo *rsinfo,
 	uint64		n = SqlExecute(stmt, values, NULL);
 
 	for (uint64 i = 0; i < n; i++)
-	{
-		Datum		row[9];
-		bool		isnull[9];
-
-		for (int col = 0; col < 9; col++)
-		{
-			row[col] = SqlResult(i, col + 1, &isnull[col]);
-			/* varlena columns, detoasted and out of SPI's memory */
-			if (col <= 4 && !isnull[col])
-				row[col] = SqlKeep(call, row[col]);
-		}
-		if (*last == (Datum) 0 || outbox_text_cmp(&row[2], last) > 0)
-			*last = row[2];
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, isnull);
-	}
+		outbox_put_row(call, rsinfo, i, last);
 	return (int) n;
+}
+
+/*
+ * outbox_fetch_citus_pass
+ *		outbox_fetch_pass on a distributed outbox: find up to limit keys'
+ *		first messages after values[1] (up to bound, if not 0) over every
+ *		shard, and take each with a statement routed to its shard; those
+ *		another relay took meanwhile are passed over, and more keys are
+ *		looked for after them, until limit messages were handed out or no
+ *		key is left.  values as fetch_stmt's.
+ */
+static int
+outbox_fetch_citus_pass(SqlCall *call, ReturnSetInfo *rsinfo, Datum *values,
+						int limit, Datum bound, Datum *last)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "idempotency outbox fetch context",
+											  ALLOCSET_DEFAULT_SIZES);
+	Datum		heads[5] = {values[0], values[1], (Datum) 0, values[3], bound};
+	Datum		claim[6] = {values[0], (Datum) 0, (Datum) 0, values[3], values[4], values[5]};
+	int			handed = 0;
+
+	while (handed < limit)
+	{
+		MemoryContext oldcontext;
+		int			want = limit - handed;
+		int			n;
+		Datum	   *keys;
+		Datum	   *seqs;
+
+		heads[2] = Int32GetDatum(want);
+		n = (int) SqlExecute(bound != (Datum) 0 ? &citus_heads_wrapped_stmt : &citus_heads_stmt,
+							 heads, NULL);
+		MemoryContextReset(cxt);
+		oldcontext = MemoryContextSwitchTo(cxt);
+		keys = palloc(sizeof(Datum) * Max(n, 1));
+		seqs = palloc(sizeof(Datum) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			keys[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(SqlResult(i, 1, &isnull)));
+			seqs[i] = SqlResult(i, 2, &isnull);
+		}
+		MemoryContextSwitchTo(oldcontext);
+
+		for (int i = 0; i < n && handed < limit; i++)
+		{
+			claim[1] = keys[i];
+			claim[2] = seqs[i];
+			if (SqlExecute(&citus_claim_stmt, claim, NULL) == 1)
+			{
+				outbox_put_row(call, rsinfo, 0, last);
+				handed++;
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (n < want)
+			break;				/* no key is left */
+		heads[1] = keys[n - 1];
+	}
+	MemoryContextDelete(cxt);
+	return handed;
 }
 
 PG_FUNCTION_INFO_V1(idempotency_outbox_fetch);
@@ -489,7 +709,9 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 	int			handed;
 	Datum		last = (Datum) 0;
 	bool		isnull;
+	bool		citus;
 
+	IdempotencyCheckNargs(fcinfo, 2);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	IdempotencyRequireArg(fcinfo, 0, "batch_size");
@@ -506,11 +728,26 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 	values[2] = Int32GetDatum(batch_size);
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(1), "lease"));
+	citus = IdempotencyCitusPartMethod(CITUS_OUTBOX) == 'h';
+	if (citus)
+	{
+		if (SqlExecute(&citus_group_stmt, NULL, NULL) != 1)
+			elog(ERROR, "pg_dist_local_group has no row");
+		if (DatumGetInt32(SqlResult(0, 1, &isnull)) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot fetch outbox messages on a node that is not the Citus coordinator"),
+					 errdetail("Fencing attempts are drawn from the coordinator's sequence."),
+					 errhint("Connect relays to the coordinator.")));
+	}
 	if (SqlExecute(&attempt_stmt, NULL, NULL) != 1)
 		elog(ERROR, "could not draw an outbox attempt");
 	values[5] = SqlResult(0, 1, &isnull);
 
-	handed = outbox_fetch_pass(&call, &fetch_stmt, rsinfo, values, &last);
+	if (citus)
+		handed = outbox_fetch_citus_pass(&call, rsinfo, values, batch_size, (Datum) 0, &last);
+	else
+		handed = outbox_fetch_pass(&call, &fetch_stmt, rsinfo, values, &last);
 
 	/*
 	 * Short of a full batch after the cursor: wrap around to the first key,
@@ -524,7 +761,11 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 		values[6] = values[1];
 		values[1] = CStringGetTextDatum("");
 		values[2] = Int32GetDatum(batch_size - handed);
-		handed += outbox_fetch_pass(&call, &fetch_wrapped_stmt, rsinfo, values, &wrapped);
+		if (citus)
+			handed += outbox_fetch_citus_pass(&call, rsinfo, values, batch_size - handed,
+											  values[6], &wrapped);
+		else
+			handed += outbox_fetch_pass(&call, &fetch_wrapped_stmt, rsinfo, values, &wrapped);
 		if (wrapped != (Datum) 0)
 			last = wrapped;
 	}
@@ -539,51 +780,6 @@ idempotency_outbox_fetch(PG_FUNCTION_ARGS)
 		memcpy(outbox_cursor, VARDATA_ANY(t), outbox_cursor_len);
 	}
 	return (Datum) 0;
-}
-
-/*
- * outbox_sorted_unique
- *		The ids sorted and each once; returns how many.  Rows are updated in
- *		this order, so that two acknowledgements cannot deadlock.
- */
-static int
-outbox_sorted_unique(Datum *ids, int n, Datum **sorted)
-{
-	Datum	   *s = palloc(sizeof(Datum) * Max(n, 1));
-	int			m = 0;
-
-	memcpy(s, ids, sizeof(Datum) * n);
-	qsort(s, n, sizeof(Datum), outbox_text_cmp);
-	for (int i = 0; i < n; i++)
-		if (m == 0 || outbox_text_cmp(&s[m - 1], &s[i]) != 0)
-			s[m++] = s[i];
-	*sorted = s;
-	return m;
-}
-
-/*
- * outbox_mark
- *		Mark the ids the last statement returned, at their places among the
- *		sorted ids; returns how many it marked that were not marked before.
- */
-static int
-outbox_mark(Datum *sorted, int m, bool *marked, uint64 nrows)
-{
-	int			count = 0;
-
-	for (uint64 i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-		Datum		id = SqlResult(i, 1, &isnull);
-		Datum	   *hit = bsearch(&id, sorted, m, sizeof(Datum), outbox_text_cmp);
-
-		if (hit != NULL && !marked[hit - sorted])
-		{
-			marked[hit - sorted] = true;
-			count++;
-		}
-	}
-	return count;
 }
 
 PG_FUNCTION_INFO_V1(idempotency_outbox_ack);
@@ -601,9 +797,7 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 {
 	SqlCall		call;
 	Datum		values[5];
-	ArrayType  *ids;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			n;
 	Datum	   *sorted;
 	int			m;
@@ -611,29 +805,14 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	int			newly;
 	int			held;
 
+	IdempotencyCheckNargs(fcinfo, 3);
 	IdempotencyRequireArg(fcinfo, 0, "attempt");
-	IdempotencyRequireArg(fcinfo, 1, "message_ids");
-	ids = PG_GETARG_ARRAYTYPE_P(1);
-	if (ARR_NDIM(ids) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("message_ids must be a one-dimensional array")));
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n > IDEMPOTENCY_OUTBOX_MAX_BATCH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a batch of %d message ids is too large", n),
-				 errdetail("outbox_ack takes at most %d ids at once.", IDEMPOTENCY_OUTBOX_MAX_BATCH)));
-	for (int i = 0; i < n; i++)
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("message_ids must not contain nulls")));
+	n = IdSetArg(fcinfo, 1, "outbox_ack", IDEMPOTENCY_OUTBOX_MAX_BATCH, &elems);
 	IdempotencyRequireArg(fcinfo, 2, "ttl");
 	if (n == 0)
 		PG_RETURN_INT64(0);
 
-	m = outbox_sorted_unique(elems, n, &sorted);
+	m = IdSetSortedUnique(elems, n, &sorted);
 	marked = palloc0(sizeof(bool) * m);
 
 	SqlCallBegin(&call);
@@ -643,10 +822,10 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(2), "ttl"));
 
-	newly = outbox_mark(sorted, m, marked, SqlExecute(&ack_stmt, values, NULL));
+	newly = IdSetMark(sorted, m, marked, SqlExecute(&ack_stmt, values, NULL));
 	held = newly;
 	if (held < m)
-		held += outbox_mark(sorted, m, marked, SqlExecute(&acked_stmt, values, NULL));
+		held += IdSetMark(sorted, m, marked, SqlExecute(&acked_stmt, values, NULL));
 	if (held < m)
 	{
 		int			i = 0;
@@ -663,6 +842,38 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	SqlCallEnd(&call);
 
 	PG_RETURN_INT64((int64) newly);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_citus_my_outbox);
+
+/*
+ * idempotency_citus_my_outbox
+ *		The caller's messages, read as the outbox's owner: what my_outbox
+ *		shows once citus_setup() has distributed the outbox.
+ */
+Datum
+idempotency_citus_my_outbox(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SqlCall		call;
+	Datum		values[1];
+	uint64		n;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SqlCallBegin(&call);
+	values[0] = call.owner;
+	n = SqlExecute(&own_stmt, values, NULL);
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		row[12];
+		bool		isnull[12];
+
+		for (int col = 0; col < 12; col++)
+			row[col] = SqlResult(i, col + 1, &isnull[col]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, isnull);
+	}
+	SqlCallEnd(&call);
+	return (Datum) 0;
 }
 
 /*

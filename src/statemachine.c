@@ -43,12 +43,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -57,6 +61,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 #include "utils/snapmgr.h"
 
 #include "citus.h"
@@ -872,6 +877,103 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 				   " updated_at = excluded.updated_at",
 				   3, argtypes, values, SPI_OK_INSERT);
 	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * machine_user_trigger
+ *		A check_transition trigger (not a partition's clone) that names the
+ *		machine as its first argument, or NULL: *relid is its table.
+ */
+static char *
+machine_user_trigger(const char *name, Oid *relid)
+{
+	Oid			check_fn;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *found = NULL;
+
+	check_fn = LookupFuncName(list_make2(makeString(get_namespace_name(IdempotencyCatalogGet()->nspoid)),
+										 makeString("check_transition")),
+							  0, NULL, false);
+	rel = table_open(TriggerRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (found == NULL && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tuple);
+		bool		isnull;
+		Datum		args;
+		bytea	   *bytes;
+
+		if (trig->tgfoid != check_fn || OidIsValid(trig->tgparentid) || trig->tgnargs < 1)
+			continue;
+		args = heap_getattr(tuple, Anum_pg_trigger_tgargs, RelationGetDescr(rel), &isnull);
+		if (isnull)
+			continue;
+		bytes = DatumGetByteaPP(args);
+		/* the arguments are NUL-terminated strings, one after another */
+		if (strnlen(VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes)) == strlen(name) &&
+			memcmp(VARDATA_ANY(bytes), name, strlen(name)) == 0)
+		{
+			found = pstrdup(NameStr(trig->tgname));
+			*relid = trig->tgrelid;
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+PG_FUNCTION_INFO_V1(idempotency_drop_state_machine);
+
+/*
+ * idempotency_drop_state_machine
+ *		drop_state_machine(name): remove a definition no check_transition
+ *		trigger uses.  SECURITY DEFINER in SQL, like define_state_machine,
+ *		so that a role granted it needs no privilege on the table.
+ */
+Datum
+idempotency_drop_state_machine(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *trigger;
+	Oid			relid = InvalidOid;
+	Datum		values[1];
+	Oid			argtypes[1] = {TEXTOID};
+	uint64		deleted;
+
+	IdempotencyCheckNargs(fcinfo, 1);
+
+	/* the schema named idempotency must be the extension's (extension.c) */
+	(void) IdempotencyCatalogGet();
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("state machine name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	trigger = machine_user_trigger(name, &relid);
+	if (trigger != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop state machine \"%s\" because trigger \"%s\" on table %s uses it",
+						name, trigger,
+						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
+				 errhint("Drop the trigger first.")));
+
+	values[0] = PG_GETARG_DATUM(0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	deleted = SqlExecuteOnce("DELETE FROM idempotency.state_machines AS m"
+							 " WHERE m.name OPERATOR(pg_catalog.=) $1",
+							 1, argtypes, values, SPI_OK_DELETE);
+	SPI_finish();
+	if (deleted == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("state machine \"%s\" does not exist", name)));
 	PG_RETURN_VOID();
 }
 

@@ -34,6 +34,15 @@
  * once when both are the same, is its memory given back: a transaction that
  * finishes a million claims holds none of them.
  *
+ * Cost: a transaction may hold many claims at once (a batch job that claims
+ * its keys first and finishes them later).  The claims are a list in the
+ * order they were taken, which is also the order of their subtransaction
+ * levels, so a subtransaction's end visits only its own claims at the list's
+ * tail; a claim ended deeper than it was taken is counted, so that the rare
+ * whole-list pass for those is made only when there are some; and once a
+ * transaction holds more than a few claims they are also indexed by
+ * identity, so that finding one does not walk them all.
+ *
  * Concurrency: none; the list is per backend and per transaction.
  *
  * Copyright (c) 2026, idempotency developers
@@ -46,38 +55,155 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "nodes/pg_list.h"
+#include "common/hashfn.h"
+#include "lib/ilist.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "xactclaims.h"
 
-/* The current transaction's claims, in TopTransactionContext. */
-static List *xact_claims = NIL;
+/* Claims held before they are also indexed by identity. */
+#define XACT_CLAIMS_UNINDEXED 16
+
+/*
+ * The current transaction's claims, in the order they were taken, in
+ * TopTransactionContext, and how many of them were ended deeper than they
+ * were taken.
+ */
+static dlist_head xact_claims = DLIST_STATIC_INIT(xact_claims);
+static int	xact_nclaims = 0;
+static int	xact_nended = 0;
 static bool xact_callbacks_registered = false;
+
+/* A claim's identity: (owner, scope, key), pointing into its image. */
+typedef struct XactClaimIdentity
+{
+	text	   *owner;
+	text	   *scope;
+	text	   *key;
+} XactClaimIdentity;
+
+typedef struct XactClaimEntry
+{
+	XactClaimIdentity id;		/* hash key */
+	XactClaim  *claim;
+} XactClaimEntry;
+
+/* The claims by identity, once there are more than a few; else NULL. */
+static HTAB *xact_index = NULL;
 
 /*
  * xact_text_equal
- *		Bytewise equality of two text datums.
+ *		Bytewise equality of two text values.
  */
 static bool
-xact_text_equal(Datum a, Datum b)
+xact_text_equal(text *s, text *t)
 {
-	text	   *s = DatumGetTextPP(a);
-	text	   *t = DatumGetTextPP(b);
-
 	return VARSIZE_ANY_EXHDR(s) == VARSIZE_ANY_EXHDR(t) &&
 		memcmp(VARDATA_ANY(s), VARDATA_ANY(t), VARSIZE_ANY_EXHDR(s)) == 0;
 }
 
 /*
+ * xact_identity_hash, xact_identity_match
+ *		The index's hash and equality: the three values' bytes.
+ */
+static uint32
+xact_identity_hash(const void *key, Size keysize)
+{
+	const XactClaimIdentity *id = key;
+	uint32		h;
+
+	h = hash_bytes((const unsigned char *) VARDATA_ANY(id->key), VARSIZE_ANY_EXHDR(id->key));
+	h = hash_combine(h, hash_bytes((const unsigned char *) VARDATA_ANY(id->scope),
+								   VARSIZE_ANY_EXHDR(id->scope)));
+	return hash_combine(h, hash_bytes((const unsigned char *) VARDATA_ANY(id->owner),
+									  VARSIZE_ANY_EXHDR(id->owner)));
+}
+
+static int
+xact_identity_match(const void *key1, const void *key2, Size keysize)
+{
+	const XactClaimIdentity *a = key1;
+	const XactClaimIdentity *b = key2;
+
+	return xact_text_equal(a->key, b->key) && xact_text_equal(a->scope, b->scope) &&
+		xact_text_equal(a->owner, b->owner) ? 0 : 1;
+}
+
+/*
+ * xact_claim_identity
+ *		A claim's identity.
+ */
+static XactClaimIdentity
+xact_claim_identity(XactClaim *claim)
+{
+	XactClaimIdentity id;
+
+	id.owner = DatumGetTextPP(claim->row.values[RC_owner]);
+	id.scope = DatumGetTextPP(claim->row.values[RC_scope]);
+	id.key = DatumGetTextPP(claim->row.values[RC_key]);
+	return id;
+}
+
+/*
+ * xact_index_add
+ *		Index one claim.  There is at most one open claim per identity; an
+ *		ended one may be shadowed by a later claim of its key.
+ */
+static void
+xact_index_add(XactClaim *claim)
+{
+	XactClaimIdentity id = xact_claim_identity(claim);
+	XactClaimEntry *entry;
+	bool		found;
+
+	entry = hash_search(xact_index, &id, HASH_ENTER, &found);
+	entry->claim = claim;
+}
+
+/*
+ * xact_index_build
+ *		Index every claim, once the transaction holds more than a few.
+ */
+static void
+xact_index_build(void)
+{
+	HASHCTL		ctl;
+	dlist_iter	iter;
+
+	ctl.keysize = sizeof(XactClaimIdentity);
+	ctl.entrysize = sizeof(XactClaimEntry);
+	ctl.hash = xact_identity_hash;
+	ctl.match = xact_identity_match;
+	ctl.hcxt = TopTransactionContext;
+	xact_index = hash_create("idempotency claims of the transaction", 256, &ctl,
+							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	dlist_foreach(iter, &xact_claims)
+		xact_index_add(dlist_container(XactClaim, node, iter.cur));
+}
+
+/*
  * xact_claim_free
- *		Give back a claim's memory: its image's values and itself.
+ *		Forget a claim and give back its memory: its image's values and
+ *		itself.
  */
 static void
 xact_claim_free(XactClaim *claim)
 {
+	if (xact_index != NULL)
+	{
+		XactClaimIdentity id = xact_claim_identity(claim);
+		XactClaimEntry *entry = hash_search(xact_index, &id, HASH_FIND, NULL);
+
+		/* an ended claim's key may have been claimed again since */
+		if (entry != NULL && entry->claim == claim)
+			hash_search(xact_index, &id, HASH_REMOVE, NULL);
+	}
+	if (claim->ended_level != 0)
+		xact_nended--;
+	dlist_delete(&claim->node);
+	xact_nclaims--;
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 		if (!claim->row.nulls[i] && RegistryColumnVarlena(i))
 			pfree(DatumGetPointer(claim->row.values[i]));
@@ -87,22 +213,22 @@ xact_claim_free(XactClaim *claim)
 /*
  * xact_claims_xact_callback
  *		Refuse to commit (or prepare) a transaction with an open deferred
- *		claim; forget the list when the transaction ends either way (its
+ *		claim; forget the claims when the transaction ends either way (their
  *		memory goes with TopTransactionContext).
  */
 static void
 xact_claims_xact_callback(XactEvent event, void *arg)
 {
-	ListCell   *lc;
+	dlist_iter	iter;
 
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			foreach(lc, xact_claims)
+			dlist_foreach(iter, &xact_claims)
 			{
-				XactClaim  *claim = lfirst(lc);
+				XactClaim  *claim = dlist_container(XactClaim, node, iter.cur);
 
 				if (claim->ended_level != 0 || !claim->deferred)
 					continue;
@@ -116,7 +242,10 @@ xact_claims_xact_callback(XactEvent event, void *arg)
 			}
 			break;
 		default:
-			xact_claims = NIL;
+			dlist_init(&xact_claims);
+			xact_nclaims = 0;
+			xact_nended = 0;
+			xact_index = NULL;
 			break;
 	}
 }
@@ -124,48 +253,56 @@ xact_claims_xact_callback(XactEvent event, void *arg)
 /*
  * xact_claims_subxact_callback
  *		A subtransaction's claims go with its abort, and the claims it ended
- *		are open again; with its commit both pass to its parent.
+ *		are open again; with its commit both pass to its parent.  The claims
+ *		taken at or below a level are the list's tail.
  */
 static void
 xact_claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg)
 {
 	int			level = GetCurrentTransactionNestLevel();
-	ListCell   *lc;
+	dlist_node *cur;
+	dlist_mutable_iter miter;
 
-	if (xact_claims == NIL)
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		foreach(lc, xact_claims)
-		{
-			XactClaim  *claim = lfirst(lc);
 
-			if (claim->nest_level >= level)
-			{
-				xact_claims = foreach_delete_current(xact_claims, lc);
-				xact_claim_free(claim);
-			}
-			else if (claim->ended_level >= level)
-				claim->ended_level = 0;
-		}
+	cur = dlist_is_empty(&xact_claims) ? NULL : dlist_tail_node(&xact_claims);
+	while (cur != NULL)
+	{
+		XactClaim  *claim = dlist_container(XactClaim, node, cur);
+		dlist_node *prev = dlist_has_prev(&xact_claims, cur) ?
+		dlist_prev_node(&xact_claims, cur) : NULL;
+
+		if (claim->nest_level < level)
+			break;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			xact_claim_free(claim);
+		else
+			claim->nest_level = level - 1;
+		cur = prev;
 	}
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		foreach(lc, xact_claims)
-		{
-			XactClaim  *claim = lfirst(lc);
 
-			if (claim->nest_level >= level)
-				claim->nest_level = level - 1;
-			if (claim->ended_level >= level)
-				claim->ended_level = level - 1;
-			if (claim->ended_level == claim->nest_level)
-			{
-				xact_claims = foreach_delete_current(xact_claims, lc);
-				xact_claim_free(claim);
-			}
+	if (xact_nended == 0)
+		return;
+	dlist_foreach_modify(miter, &xact_claims)
+	{
+		XactClaim  *claim = dlist_container(XactClaim, node, miter.cur);
+
+		if (claim->ended_level < level)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			/* open again; a claim of its key taken since went above */
+			claim->ended_level = 0;
+			xact_nended--;
+			if (xact_index != NULL)
+				xact_index_add(claim);
 		}
+		else if (level - 1 <= claim->nest_level)
+			xact_claim_free(claim);
+		else
+			claim->ended_level = level - 1;
 	}
 }
 
@@ -176,19 +313,36 @@ xact_claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 XactClaim  *
 XactClaimFind(Datum owner, Datum scope, Datum key)
 {
-	ListCell   *lc;
+	XactClaimIdentity id;
+	dlist_iter	iter;
+	XactClaim  *claim = NULL;
 
-	foreach(lc, xact_claims)
+	if (xact_nclaims == 0)
+		return NULL;
+	id.owner = DatumGetTextPP(owner);
+	id.scope = DatumGetTextPP(scope);
+	id.key = DatumGetTextPP(key);
+	if (xact_index != NULL)
 	{
-		XactClaim  *claim = lfirst(lc);
+		XactClaimEntry *entry = hash_search(xact_index, &id, HASH_FIND, NULL);
 
-		if (claim->ended_level == 0 &&
-			xact_text_equal(claim->row.values[RC_key], key) &&
-			xact_text_equal(claim->row.values[RC_scope], scope) &&
-			xact_text_equal(claim->row.values[RC_owner], owner))
-			return claim;
+		claim = entry != NULL ? entry->claim : NULL;
 	}
-	return NULL;
+	else
+	{
+		dlist_foreach(iter, &xact_claims)
+		{
+			XactClaim  *c = dlist_container(XactClaim, node, iter.cur);
+			XactClaimIdentity cid = xact_claim_identity(c);
+
+			if (c->ended_level == 0 && xact_identity_match(&id, &cid, sizeof(id)) == 0)
+			{
+				claim = c;
+				break;
+			}
+		}
+	}
+	return claim != NULL && claim->ended_level == 0 ? claim : NULL;
 }
 
 /*
@@ -217,7 +371,12 @@ XactClaimAdd(const RegistryRow *row, bool deferred)
 			claim->row.values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(row->values[i]));
 	claim->deferred = deferred;
 	claim->nest_level = GetCurrentTransactionNestLevel();
-	xact_claims = lappend(xact_claims, claim);
+	dlist_push_tail(&xact_claims, &claim->node);
+	xact_nclaims++;
+	if (xact_index != NULL)
+		xact_index_add(claim);
+	else if (xact_nclaims > XACT_CLAIMS_UNINDEXED)
+		xact_index_build();
 	MemoryContextSwitchTo(oldcontext);
 	return claim;
 }
@@ -225,10 +384,10 @@ XactClaimAdd(const RegistryRow *row, bool deferred)
 /*
  * XactClaimEnd
  *		The claim was finished or abandoned: it is this transaction's no
- *		longer (and no longer holds the commit, if deferred).
- *		Ended in the subtransaction that took it, it is gone (a rollback
- *		there undoes the claim too); ended deeper, it stays, marked, until
- *		that subtransaction's fate is known.
+ *		longer (and no longer holds the commit, if deferred).  Ended in the
+ *		subtransaction that took it, it is gone (a rollback there undoes the
+ *		claim too); ended deeper, it stays, marked, until that
+ *		subtransaction's fate is known.
  */
 void
 XactClaimEnd(XactClaim *claim)
@@ -236,10 +395,10 @@ XactClaimEnd(XactClaim *claim)
 	int			level = GetCurrentTransactionNestLevel();
 
 	if (level <= claim->nest_level)
-	{
-		xact_claims = list_delete_ptr(xact_claims, claim);
 		xact_claim_free(claim);
-	}
 	else
+	{
 		claim->ended_level = level;
+		xact_nended++;
+	}
 }

@@ -13,6 +13,8 @@
 #ifndef IDEMPOTENCY_XACTCLAIMS_H
 #define IDEMPOTENCY_XACTCLAIMS_H
 
+#include "lib/ilist.h"
+
 #include "registry.h"
 
 /*
@@ -26,6 +28,7 @@ typedef struct XactClaim
 	bool		deferred;		/* written by its finish, not yet at all */
 	int			nest_level;		/* the subtransaction that took it */
 	int			ended_level;	/* the one that ended it; 0 while open */
+	dlist_node	node;			/* in the transaction's claims */
 } XactClaim;
 
 extern XactClaim *XactClaimFind(Datum owner, Datum scope, Datum key);

@@ -881,65 +881,10 @@ REVOKE ALL ON FUNCTION idempotency.define_state_machine(pg_catalog.text, pg_cata
  */
 CREATE FUNCTION idempotency.drop_state_machine(name pg_catalog.text)
 RETURNS void
-LANGUAGE plpgsql
+AS 'MODULE_PATHNAME', 'idempotency_drop_state_machine'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	user_trigger record;
-	e_state text;
-	e_message text;
-	e_detail text;
-	e_hint text;
-BEGIN
-	IF NOT EXISTS (SELECT FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid  -- our own schema?
-					WHERE d.classid = 'pg_namespace'::regclass AND d.objid = to_regnamespace('idempotency')
-					  AND d.deptype = 'e' AND e.extname = 'idempotency') THEN
-		RAISE EXCEPTION 'schema "idempotency" does not belong to extension "idempotency"' USING ERRCODE = 'object_not_in_prerequisite_state';
-	END IF;
-	IF name IS NULL THEN
-		RAISE EXCEPTION 'state machine name must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	SELECT t.tgname, t.tgrelid::regclass AS rel INTO user_trigger
-	  FROM pg_trigger AS t
-	 WHERE t.tgfoid = 'idempotency.check_transition()'::regprocedure
-	   AND t.tgparentid = 0
-	   AND t.tgnargs > 0
-	   AND convert_from(substring(t.tgargs FROM 1 FOR position('\x00'::bytea IN t.tgargs) - 1),
-						getdatabaseencoding()) = drop_state_machine.name
-	 LIMIT 1;
-	IF FOUND THEN
-		RAISE EXCEPTION 'cannot drop state machine "%" because trigger "%" on table % uses it',
-			name, user_trigger.tgname, user_trigger.rel
-			USING ERRCODE = 'dependent_objects_still_exist',
-				  HINT = 'Drop the trigger first.';
-	END IF;
-	/*
-	 * An error of the DELETE (a lock timeout while a concurrent definition
-	 * holds the row) is raised again as it is, but without the statement in
-	 * its context: callers never see the extension's internal SQL.  RAISE
-	 * would print an empty DETAIL or HINT, hence the four forms.
-	 */
-	BEGIN
-		DELETE FROM idempotency.state_machines AS m WHERE m.name = drop_state_machine.name;
-	EXCEPTION WHEN OTHERS OR query_canceled THEN
-		GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-			e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-		IF e_detail <> '' AND e_hint <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
-		ELSIF e_detail <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
-		ELSIF e_hint <> '' THEN
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
-		ELSE
-			RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
-		END IF;
-	END;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION 'state machine "%" does not exist', name USING ERRCODE = 'undefined_object';
-	END IF;
-END;
-$$;
+SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION idempotency.drop_state_machine(pg_catalog.text) FROM PUBLIC;
 
@@ -1435,7 +1380,9 @@ REVOKE ALL ON FUNCTION idempotency.citus_require_coordinator() FROM PUBLIC;
  *
  * - registry by key, in a co-location group of its own, and tokens by token
  *   in the same group, so that idempotent_begin(..., require_token) finds
- *   both rows on one node; inbox by message_id;
+ *   both rows on one node; inbox by message_id; outbox by ordering_key, in
+ *   a group of its own (src/outbox.c says how its statements reach the
+ *   shards);
  * - state_machines becomes a reference table, copied to every node, with
  *   its invalidation trigger (which needs citus.enable_unsafe_triggers while
  *   the table is distributed); state_history stays node-local: a trigger on
@@ -1443,7 +1390,8 @@ REVOKE ALL ON FUNCTION idempotency.citus_require_coordinator() FROM PUBLIC;
  * - idempotent_begin, idempotent_finish, idempotent_abandon and
  *   consume_token are distributed by their key, inbox_receive by its message
  *   id, so that Citus can run a call on the node holding the row;
- * - my_records and my_tokens read through the owner-run functions above;
+ * - my_records, my_tokens and my_outbox read through owner-run functions
+ *   (citus_my_outbox is defined with the outbox, below);
  * - the privileges granted on the extension's functions and views are
  *   copied to every other node (Citus does not copy them for an extension's
  *   objects), where delegated calls check them.
@@ -1480,7 +1428,8 @@ BEGIN
 		  FROM (VALUES (1, 'idempotency.registry', 'key', 'none'),
 					   (2, 'idempotency.tokens', 'token', 'idempotency.registry'),
 					   (3, 'idempotency.inbox', 'message_id', 'none'),
-					   (4, 'idempotency.state_machines', NULL, NULL)) AS v(ord, rel, col, colocate)
+					   (4, 'idempotency.state_machines', NULL, NULL),
+					   (5, 'idempotency.outbox', 'ordering_key', 'none')) AS v(ord, rel, col, colocate)
 		 ORDER BY v.ord
 	LOOP
 		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel);
@@ -1526,6 +1475,16 @@ BEGIN
 			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,
 				   t.consumed_at, t.state
 			  FROM idempotency.citus_my_tokens() AS t;
+		CREATE OR REPLACE VIEW idempotency.my_outbox WITH (security_barrier) AS
+			SELECT o.message_id COLLATE pg_catalog."C" AS message_id,
+				   o.topic COLLATE pg_catalog."C" AS topic,
+				   o.ordering_key COLLATE pg_catalog."C" AS ordering_key, o.seq, o.payload,
+				   o.headers, o.sent_at, o.attempt, o.deliveries, o.lease_until,
+				   o.delivered_at, o.expires_at,
+				   CASE WHEN o.delivered_at IS NOT NULL THEN 'delivered'
+						WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
+						ELSE 'pending' END AS state
+			  FROM idempotency.citus_my_outbox() AS o;
 	$views$;
 	PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
 	EXECUTE views;
@@ -1636,7 +1595,7 @@ BEGIN
 			   NULL::text, NULL::int4, NULL::int4
 		  FROM pg_class AS v
 		 WHERE v.relnamespace = 'idempotency'::regnamespace AND v.relkind = 'v'
-		   AND v.relname = ANY (ARRAY['my_records', 'my_tokens']);
+		   AND v.relname = ANY (ARRAY['my_records', 'my_tokens', 'my_outbox']);
 	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
 		RETURN QUERY
 			SELECT c.oid::regclass::text, 'table', 'local', NULL::text, NULL::int4, NULL::int4
@@ -1669,7 +1628,7 @@ BEGIN
 		 WHERE f.pronamespace = 'idempotency'::regnamespace
 		   AND f.proname = ANY (ARRAY['idempotent_begin', 'idempotent_finish', 'idempotent_abandon',
 									  'lookup', 'consume_token', 'inbox_receive', 'inbox_receive_batch',
-									  'issue_token'])
+									  'issue_token', 'outbox_send', 'outbox_fetch', 'outbox_ack'])
 		 ORDER BY 1;
 END;
 $$;
@@ -1704,6 +1663,17 @@ COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, a
 --
 
 /*
+ * The outbox's ordering keys: text, compared bytewise.  A type of its own,
+ * as the inbox's message ids have, so that under Citus the outbox's
+ * co-location group belongs to this type only: a user's table distributed
+ * by a text column never lands in it.
+ */
+CREATE DOMAIN idempotency.ordering_key AS pg_catalog.text COLLATE pg_catalog."C";
+
+COMMENT ON DOMAIN idempotency.ordering_key IS
+'an ordering key in the outbox: text compared bytewise';
+
+/*
  * One row per message sent with outbox_send, in the sender's transaction:
  * the message exists, and will be delivered, if and only if that
  * transaction commits.  A relay takes ready messages with outbox_fetch
@@ -1715,12 +1685,12 @@ COMMENT ON VIEW idempotency.my_tokens IS 'the calling role''s one-time tokens, a
  * partial unique index serialises two senders of one key (the second waits
  * for the first to commit, then takes the next number), so numbers follow
  * commit order.  A message sent without an ordering key uses its message
- * id as one.  Every unique index includes ordering_key, the column Citus
- * would distribute the table by (README, "Citus rules" 1).
+ * id as one.  Every unique index includes ordering_key, the column
+ * citus_setup() distributes the table by (README, "Citus rules" 1).
  */
 CREATE TABLE idempotency.outbox (
 	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
-	ordering_key pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	ordering_key idempotency.ordering_key NOT NULL,
 	seq			pg_catalog.int8 NOT NULL,
 	message_id	pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	topic		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
@@ -1761,7 +1731,8 @@ GRANT SELECT ON SEQUENCE idempotency.outbox_attempt_seq TO pg_database_owner;
 
 /* a role's own messages, and where each stands */
 CREATE VIEW idempotency.my_outbox WITH (security_barrier) AS
-	SELECT o.message_id, o.topic, o.ordering_key, o.seq, o.payload, o.headers, o.sent_at,
+	SELECT o.message_id, o.topic, o.ordering_key::pg_catalog.text AS ordering_key, o.seq,
+		   o.payload, o.headers, o.sent_at,
 		   o.attempt, o.deliveries, o.lease_until, o.delivered_at, o.expires_at,
 		   CASE WHEN o.delivered_at IS NOT NULL THEN 'delivered'
 				WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
@@ -1773,6 +1744,30 @@ COMMENT ON VIEW idempotency.my_outbox IS
 'the calling role''s outbox messages, and whether each is pending, leased or delivered';
 
 REVOKE ALL ON TABLE idempotency.my_outbox FROM PUBLIC;
+
+/*
+ * The caller's messages, read as the outbox's owner: citus_setup() points
+ * my_outbox at this, as it points my_records and my_tokens at theirs (Citus
+ * checks shard privileges as the caller).  Left to PUBLIC like them.
+ */
+CREATE FUNCTION idempotency.citus_my_outbox(OUT message_id pg_catalog.text,
+											OUT topic pg_catalog.text,
+											OUT ordering_key pg_catalog.text,
+											OUT seq pg_catalog.int8,
+											OUT payload pg_catalog.jsonb,
+											OUT headers pg_catalog.jsonb,
+											OUT sent_at pg_catalog.timestamptz,
+											OUT attempt pg_catalog.int8,
+											OUT deliveries pg_catalog.int4,
+											OUT lease_until pg_catalog.timestamptz,
+											OUT delivered_at pg_catalog.timestamptz,
+											OUT expires_at pg_catalog.timestamptz)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_citus_my_outbox'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_my_outbox() IS
+'the calling role''s outbox messages, read as the outbox''s owner (my_outbox under Citus)';
 
 CREATE FUNCTION idempotency.outbox_send(topic pg_catalog.text,
 										payload pg_catalog.jsonb,

@@ -143,7 +143,7 @@ is( $coord->safe_psql('postgres', q{
 	SELECT count(*) FROM pg_dist_partition AS u, pg_dist_partition AS x
 	 WHERE u.logicalrelid = 'public.user_charges'::regclass
 	   AND x.logicalrelid IN ('idempotency.registry'::regclass, 'idempotency.inbox'::regclass,
-							  'idempotency.tokens'::regclass)
+							  'idempotency.tokens'::regclass, 'idempotency.outbox'::regclass)
 	   AND u.colocationid = x.colocationid}),
 	'0', 'it is in none of the extension\'s co-location groups');
 $coord->safe_psql('postgres', q{
