@@ -167,6 +167,9 @@ INSERT INTO ec_cases (name, setting, stmt, expected) VALUES
 ('finish: already finished', NULL, $$SELECT idempotency.idempotent_finish('ec-done', '{}')$$, 'IK003'),
 ('finish: stale attempt', NULL, $$SELECT idempotency.idempotent_finish('ec-live', '{}', attempt => (SELECT attempt - 1 FROM idempotency.my_records WHERE key::text = 'ec-live'))$$, 'IK004'),
 ('finish: response too large', 'idempotency.max_response_size = ''1kB''', $$SELECT idempotency.idempotent_finish('ec-live', jsonb_build_object('blob', repeat('x', 2000)))$$, '54000'),
+('finish: headers not an object', NULL, $$SELECT idempotency.idempotent_finish('ec-live', '{}', headers => '["Location", "/x"]')$$, '22023'),
+('finish: header value not a string', NULL, $$SELECT idempotency.idempotent_finish('ec-live', '{}', headers => '{"Retry-After": 5}')$$, '22023'),
+('finish: headers too large', 'idempotency.max_response_size = ''1kB''', $$SELECT idempotency.idempotent_finish('ec-live', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 2000)))$$, '54000'),
 ('finish: not granted', :'nobody', $$SELECT idempotency.idempotent_finish('ec-live', '{}')$$, '42501'),
 -- idempotent_abandon
 ('abandon: key is null', NULL, $$SELECT idempotency.idempotent_abandon(NULL)$$, '22004'),

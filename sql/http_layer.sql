@@ -114,5 +114,117 @@ SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '-1 s');
 SELECT outcome, lease_until = expires_at AS lease_is_ttl
   FROM idempotency.idempotent_begin('h-short', ttl => '30 seconds');
 
+-- response headers: stored with the status code and body, replayed by
+-- begin and shown by lookup and my_records
+SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr');
+SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
+		headers => '{"Location": "/charges/1", "Content-Type": "application/json"}',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
+SELECT outcome, status_code, body, headers, retry_after FROM idempotency.idempotent_begin('h-hdr');
+SELECT found, headers FROM idempotency.lookup('h-hdr');
+SELECT headers FROM idempotency.my_records WHERE key = 'h-hdr';
+-- the same finish again (its acknowledgement lost) is no error: headers
+-- are compared as jsonb, so their order does not matter; other headers,
+-- or none, are a different answer
+SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
+		headers => '{"Content-Type": "application/json", "Location": "/charges/1"}',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
+SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
+		headers => '{"Location": "/charges/2", "Content-Type": "application/json"}',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
+SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
+-- an empty object is headers too: it is not the same answer as none
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-empty');
+SELECT idempotency.idempotent_finish('h-hdr-empty', NULL, status_code => 204, headers => '{}',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-empty' AND r.scope = ''));
+SELECT outcome, headers FROM idempotency.idempotent_begin('h-hdr-empty');
+SELECT idempotency.idempotent_finish('h-hdr-empty', NULL, status_code => 204,
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-empty' AND r.scope = ''));
+-- a key claimed again after an abandon starts without headers
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-abandon');
+SELECT idempotency.idempotent_abandon('h-hdr-abandon', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-abandon' AND r.scope = ''));
+SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr-abandon');
+
+-- headers must be an object of strings, and count in the size limit:
+-- refused in autocommit (the claim stays) ...
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-bad');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '["Location", "/x"]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '"Location: /x"');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Location": "/x", "Retry-After": 5}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Vary": ["Accept", "Origin"]}');
+SET idempotency.max_response_size = '1kB';
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 1100)));
+-- ... the headers and the body together
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, body => convert_to(repeat('x', 600), 'UTF8'),
+		headers => jsonb_build_object('X-Pad', repeat('x', 500)));
+RESET idempotency.max_response_size;
+SELECT status FROM idempotency.my_records WHERE key = 'h-hdr-bad';
+-- ... in a transaction, which the error aborts (nothing of it is kept) ...
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-tx');
+SELECT idempotency.idempotent_finish('h-hdr-tx', NULL, headers => '[]');
+SELECT 1;
+ROLLBACK;
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-tx');
+SELECT idempotency.idempotent_finish('h-hdr-tx', NULL, headers => '{"Location": null}');
+ROLLBACK;
+BEGIN;
+SET LOCAL idempotency.max_response_size = '1kB';
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-tx');
+SELECT idempotency.idempotent_finish('h-hdr-tx', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 1100)));
+ROLLBACK;
+SELECT count(*) FROM idempotency.my_records WHERE key = 'h-hdr-tx';
+-- ... under a savepoint, after which the claim is finished as usual ...
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-sp');
+SAVEPOINT s;
+SELECT idempotency.idempotent_finish('h-hdr-sp', NULL, headers => '7');
+ROLLBACK TO SAVEPOINT s;
+SELECT idempotency.idempotent_finish('h-hdr-sp', NULL, headers => '{"Location": true}');
+ROLLBACK TO SAVEPOINT s;
+SET LOCAL idempotency.max_response_size = '1kB';
+SELECT idempotency.idempotent_finish('h-hdr-sp', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 1100)));
+ROLLBACK TO SAVEPOINT s;
+SELECT idempotency.idempotent_finish('h-hdr-sp', NULL, status_code => 201, headers => '{"Location": "/sp"}');
+COMMIT;
+SELECT outcome, status_code, headers FROM idempotency.idempotent_begin('h-hdr-sp');
+-- ... and in a PL/pgSQL EXCEPTION block
+DO $$
+DECLARE
+	b record;
+	bad jsonb[] := ARRAY['[]', '{"Location": 1}', jsonb_build_object('X-Pad', repeat('x', 1100))];
+BEGIN
+	PERFORM set_config('idempotency.max_response_size', '1kB', true);
+	b := idempotency.idempotent_begin('h-hdr-plpgsql');
+	FOR i IN 1 .. array_length(bad, 1) LOOP
+		BEGIN
+			PERFORM idempotency.idempotent_finish('h-hdr-plpgsql', NULL, headers => bad[i]);
+		EXCEPTION WHEN OTHERS THEN
+			RAISE NOTICE 'headers %: %', i, SQLSTATE;
+		END;
+	END LOOP;
+	PERFORM idempotency.idempotent_finish('h-hdr-plpgsql', NULL, status_code => 200,
+										  headers => '{"Content-Type": "text/plain"}');
+	b := idempotency.idempotent_begin('h-hdr-plpgsql');
+	RAISE NOTICE 'outcome %, headers %', b.outcome, b.headers;
+END $$;
+SHOW idempotency.max_response_size;
+
+-- retry_after: an in_progress answer says how many whole seconds until the
+-- holder's lease ends (at least 1); execute and replay answers carry none
+SELECT outcome, retry_after IS NULL AS no_retry_after
+  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes');
+SELECT outcome, retry_after BETWEEN 590 AND 600 AS about_ten_minutes
+  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes');
+SELECT outcome, retry_after IS NULL AS no_retry_after FROM idempotency.idempotent_begin('h-hdr');
+-- this transaction's own claim
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('h-retry-own', lease => '1 minute');
+SELECT outcome, retry_after BETWEEN 50 AND 60 AS about_a_minute
+  FROM idempotency.idempotent_begin('h-retry-own', lease => '1 minute');
+ROLLBACK;
+
 TRUNCATE idempotency.registry;
 RESET search_path;

@@ -6,7 +6,7 @@
  *
  * A record is handled as a row image (RegistryRow): a value or NULL for each
  * column of REGISTRY_COLUMNS (registry.h).  Every statement takes the same
- * parameters: $1 to $13 the columns of an image, in the table's order, then
+ * parameters: $1 to $14 the columns of an image, in the table's order, then
  * the call's clock reading, the attempt a finish or abandon names (or that a
  * claim read the record at) and the status a claim read it with.  The
  * statements that write or read a whole record are built from the column
@@ -94,10 +94,10 @@ static Datum registry_status_datums[lengthof(registry_status_names)];
  * abandoned.  RegistryRowLive is the same rule in C.
  */
 #define REGISTRY_LIVE_SQL \
-	"(r.expires_at OPERATOR(pg_catalog.>) $14" \
+	"(r.expires_at OPERATOR(pg_catalog.>) $15" \
 	" AND r.status OPERATOR(pg_catalog.<>) 'abandoned')"
 
-StaticAssertDecl(PARAM_NOW == 14, "REGISTRY_LIVE_SQL names the clock as $14");
+StaticAssertDecl(PARAM_NOW == 15, "REGISTRY_LIVE_SQL names the clock as $15");
 
 /*
  * A claim of a key nobody has a record of.  ON CONFLICT waits for a
@@ -442,6 +442,7 @@ registry_row_end(RegistryRow *row, SqlCall *call, const RegistryAnswer *answer)
 	RegistryRowSet(row, RC_response, answer ? answer->response : (Datum) 0);
 	RegistryRowSet(row, RC_status_code, answer ? Int32GetDatum(answer->status_code) : (Datum) 0);
 	RegistryRowSet(row, RC_body, answer ? answer->body : (Datum) 0);
+	RegistryRowSet(row, RC_headers, answer ? answer->headers : (Datum) 0);
 	RegistryRowSet(row, RC_updated_at, TimestampTzGetDatum(call->now));
 	RegistryRowSet(row, RC_lease_until, (Datum) 0);
 	if (answer == NULL)

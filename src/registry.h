@@ -40,6 +40,7 @@
 	X(response, JSONBOID, true) \
 	X(status_code, INT4OID, true) \
 	X(body, BYTEAOID, true) \
+	X(headers, JSONBOID, true) \
 	X(created_at, TIMESTAMPTZOID, false) \
 	X(updated_at, TIMESTAMPTZOID, true) \
 	X(lease_until, TIMESTAMPTZOID, true) \
@@ -83,6 +84,7 @@ typedef struct RegistryAnswer
 	Datum		response;		/* jsonb */
 	int32		status_code;
 	Datum		body;			/* bytea */
+	Datum		headers;		/* jsonb: an object of strings */
 	TimestampTz expires_at;		/* a new expiry; 0 keeps the claim's */
 } RegistryAnswer;
 

@@ -528,6 +528,7 @@ typedef struct ApiResult
 	int			own;			/* the function's own column: outcome, found */
 	int			previous_attempt;	/* begin's other own columns, or -1 */
 	int			previous_end;
+	int			retry_after;
 } ApiResult;
 
 /*
@@ -589,6 +590,7 @@ api_result(FunctionCallInfo fcinfo, ApiResult *cache, const char *own)
 	cache->own = api_column(tupdesc, own);
 	cache->previous_attempt = api_column_find(tupdesc, "previous_attempt");
 	cache->previous_end = api_column_find(tupdesc, "previous_end");
+	cache->retry_after = api_column_find(tupdesc, "retry_after");
 	return cache;
 }
 
@@ -648,6 +650,27 @@ begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
 	if (LockTimeout > 0 && LockTimeout < ms)
 		return LockTimeout;
 	return (int) Min(ms, (int64) INT_MAX);
+}
+
+/*
+ * begin_retry_after
+ *		An in_progress answer's retry_after: the whole seconds, rounded up,
+ *		from now (read from the clock, not the statement's start) until the
+ *		holder's lease ends, and at least 1.  For a claim whose transaction
+ *		has not committed, the lease is begin_bounded's estimate.  An HTTP
+ *		service sends it as Retry-After with its 409.
+ */
+static int32
+begin_retry_after(const RegistryRow *rec)
+{
+	int64		usecs;
+
+	if (rec->nulls[RC_lease_until])
+		return 1;
+	usecs = DatumGetTimestampTz(rec->values[RC_lease_until]) - GetCurrentTimestamp();
+	if (usecs <= USECS_PER_SEC)
+		return 1;
+	return (int32) Min((usecs + USECS_PER_SEC - 1) / USECS_PER_SEC, (int64) PG_INT32_MAX);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
@@ -729,6 +752,11 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 		values[res->previous_end] = CStringGetTextDatum(result.previous_end);
 		nulls[res->previous_end] = false;
 	}
+	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
+	{
+		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));
+		nulls[res->retry_after] = false;
+	}
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
 }
@@ -736,21 +764,26 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 /*
  * api_same_answer
  *		Whether a finished record holds exactly this answer: the same status,
- *		response (equal as jsonb), status code and body.
+ *		response and headers (equal as jsonb), status code and body.
  */
 static bool
 api_same_answer(const RegistryRow *rec, const RegistryAnswer *answer)
 {
 	Datum		response = RegistryRowGet(rec, RC_response);
 	Datum		body = RegistryRowGet(rec, RC_body);
+	Datum		headers = RegistryRowGet(rec, RC_headers);
 
 	if (rec->status != (answer->failed ? RS_FAILED : RS_COMPLETED) ||
 		DatumGetInt32(RegistryRowGet(rec, RC_status_code)) != answer->status_code ||
 		(response == (Datum) 0) != (answer->response == (Datum) 0) ||
-		(body == (Datum) 0) != (answer->body == (Datum) 0))
+		(body == (Datum) 0) != (answer->body == (Datum) 0) ||
+		(headers == (Datum) 0) != (answer->headers == (Datum) 0))
 		return false;
 	if (response != (Datum) 0 &&
 		!DatumGetBool(DirectFunctionCall2(jsonb_eq, response, answer->response)))
+		return false;
+	if (headers != (Datum) 0 &&
+		!DatumGetBool(DirectFunctionCall2(jsonb_eq, headers, answer->headers)))
 		return false;
 	return body == (Datum) 0 || api_bytea_equal(body, answer->body);
 }
@@ -948,12 +981,56 @@ api_attempt_arg(FunctionCallInfo fcinfo, int argno)
 	return attempt;
 }
 
+/*
+ * api_headers_arg
+ *		The optional headers argument: the response headers a replay gives
+ *		back, a JSON object whose values are strings (one header line each;
+ *		several values of one header go in one string, comma-separated, as
+ *		HTTP allows).  Anything else is refused here, not when a replay
+ *		cannot send it.
+ */
+static Jsonb *
+api_headers_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Jsonb	   *headers;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *name = NULL;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	headers = PG_GETARG_JSONB_P(argno);
+	if (!JB_ROOT_IS_OBJECT(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object"),
+				 errdetail("It is a JSON %s.",
+						   JsonbExtractScalar(&headers->root, &v) ?
+						   JsonbTypeName(&v) : "array"),
+				 errhint("Pass the response headers as an object of header names and string values, such as '{\"Location\": \"/charges/1\"}'.")));
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			name = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE && v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("value of header \"%s\" must be a JSON string", name),
+					 errdetail("It is a JSON %s.", JsonbTypeName(&v)),
+					 errhint("Join several values of one header into one string, separated by commas.")));
+	}
+	return headers;
+}
+
 PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
 
 /*
  * idempotency_idempotent_finish
  *		idempotent_finish(key, response, scope, attempt, failed, status_code,
- *		body, ttl)
+ *		body, ttl, headers)
  *
  * A NULL response is allowed: it stores "no JSON response" (an answer made
  * only of a status code and a body, or none at all, such as a 204), and the
@@ -971,8 +1048,9 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	Datum		key;
 	Datum		scope;
 	Size		size = 0;
+	Jsonb	   *headers;
 
-	IdempotencyCheckNargs(fcinfo, 8);
+	IdempotencyCheckNargs(fcinfo, 9);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 4, "failed");
@@ -1006,12 +1084,19 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 		size += VARSIZE_ANY_EXHDR(body);
 	}
 
+	headers = api_headers_arg(fcinfo, 8);
+	if (headers != NULL)
+	{
+		answer.headers = JsonbPGetDatum(headers);
+		size += VARSIZE(headers);
+	}
+
 	if (size > (Size) idempotency_max_response_size * 1024)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("response for idempotency key \"%s\" is too large to store",
 						IdempotencyKeyDisplay(key)),
-				 errdetail("The response and body take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
+				 errdetail("The response, body and headers take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
 						   size, idempotency_max_response_size)));
 
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 3), &answer,

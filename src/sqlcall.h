@@ -22,7 +22,7 @@
 /* Stands for idempotency.key's OID in a statement's argument types. */
 #define SQL_KEYTYPE InvalidOid
 
-#define SQL_MAX_ARGS 16
+#define SQL_MAX_ARGS 20
 
 /*
  * One statement the extension runs, defined (as a static variable) beside

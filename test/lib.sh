@@ -23,6 +23,19 @@ suite_packages() {
 		postgresql-$major-pgtap libipc-run-perl pgbouncer
 }
 
+# client_packages: what the HTTP service and driver tests (test/t/040 and
+# 041) need beside suite_packages on this machine: Debian's nodejs and npm
+# unless node and npm are installed already (NodeSource's nodejs carries its
+# own npm and conflicts with Debian's), a JDK unless javac is there, the
+# Python and Java drivers, and PgBouncer.  The matrix's roots leave them
+# out: the tests skip there, saying why.
+client_packages() {
+	command -v node >/dev/null 2>&1 || echo nodejs
+	command -v npm >/dev/null 2>&1 || echo npm
+	command -v javac >/dev/null 2>&1 || echo default-jdk-headless
+	echo python3-psycopg python3-asyncpg libpostgresql-jdbc-java pgbouncer
+}
+
 # install_packages PKG...: install any that are missing, as root
 install_packages() {
 	local missing=()

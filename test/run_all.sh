@@ -29,7 +29,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
 # shellcheck disable=SC2046
-install_packages $(suite_packages)
+install_packages $(suite_packages) $(client_packages)
 # the sanitizer suite runs on this machine's own major (the matrix's roots
 # run the others), with the runtimes of this machine's gcc
 if [ "$PG_MAJOR" = 15 ]; then

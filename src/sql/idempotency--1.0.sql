@@ -621,6 +621,7 @@ CREATE TABLE idempotency.registry (
 	response	pg_catalog.jsonb,
 	status_code pg_catalog.int4,
 	body		pg_catalog.bytea,
+	headers		pg_catalog.jsonb,
 	created_at	pg_catalog.timestamptz NOT NULL,
 	updated_at	pg_catalog.timestamptz NOT NULL,
 	lease_until pg_catalog.timestamptz,
@@ -667,7 +668,7 @@ CREATE VIEW idempotency.my_records WITH (security_barrier) AS
 		   r.lease_until, r.expires_at,
 		   (r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()
 			OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
-		   r.response, r.status_code, r.body, r.fingerprint
+		   r.response, r.status_code, r.body, r.headers, r.fingerprint
 	  FROM idempotency.registry AS r
 	 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
 
@@ -696,8 +697,10 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 OUT lease_until pg_catalog.timestamptz,
 											 OUT status_code pg_catalog.int4,
 											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
 											 OUT previous_attempt pg_catalog.int4,
-											 OUT previous_end pg_catalog.text)
+											 OUT previous_end pg_catalog.text,
+											 OUT retry_after pg_catalog.int4)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -712,12 +715,13 @@ CREATE FUNCTION idempotency.idempotent_finish(key pg_catalog.text,
 											  failed pg_catalog.bool DEFAULT false,
 											  status_code pg_catalog.int4 DEFAULT NULL,
 											  body pg_catalog.bytea DEFAULT NULL,
-											  ttl pg_catalog.interval DEFAULT NULL)
+											  ttl pg_catalog.interval DEFAULT NULL,
+											  headers pg_catalog.jsonb DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_finish'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) IS
+COMMENT ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) IS
 'store the response of a claimed key, to be replayed to every retry; returns the status stored, completed or failed';
 
 CREATE FUNCTION idempotency.idempotent_abandon(key pg_catalog.text,
@@ -738,6 +742,7 @@ CREATE FUNCTION idempotency.lookup(key pg_catalog.text,
 								   OUT response pg_catalog.jsonb,
 								   OUT status_code pg_catalog.int4,
 								   OUT body pg_catalog.bytea,
+								   OUT headers pg_catalog.jsonb,
 								   OUT attempt pg_catalog.int4,
 								   OUT expires_at pg_catalog.timestamptz,
 								   OUT lease_until pg_catalog.timestamptz,
@@ -750,7 +755,7 @@ COMMENT ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_cata
 'read the caller''s live record of a key without claiming it';
 
 REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
 
@@ -1234,7 +1239,7 @@ BEGIN
 		RAISE EXCEPTION 'role must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	EXECUTE format('GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean), '
-				   'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval), '
+				   'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb), '
 				   'idempotency.idempotent_abandon(text, text, integer), '
 				   'idempotency.lookup(text, text, jsonb) TO %s', role);
 	EXECUTE format('GRANT SELECT ON idempotency.my_records TO %s', role);
@@ -1314,6 +1319,7 @@ CREATE FUNCTION idempotency.citus_my_records(OUT key idempotency.key,
 											 OUT response pg_catalog.jsonb,
 											 OUT status_code pg_catalog.int4,
 											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
 											 OUT fingerprint pg_catalog.bytea)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_citus_my_records'
@@ -1438,7 +1444,7 @@ BEGIN
 	FOR f IN
 		SELECT v.fn::regprocedure AS fn, v.arg, v.colocate
 		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', '$1', 'idempotency.registry'),
-					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', '$1', 'idempotency.registry'),
 					   ('idempotency.idempotent_abandon(text, text, integer)', '$1', 'idempotency.registry'),
 					   ('idempotency.lookup(text, text, jsonb)', '$1', 'idempotency.registry'),
 					   ('idempotency.consume_token(text, text)', '$1', 'idempotency.tokens'),
@@ -1463,7 +1469,7 @@ BEGIN
 		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
 			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
 				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
-				   r.status_code, r.body, r.fingerprint
+				   r.status_code, r.body, r.headers, r.fingerprint
 			  FROM idempotency.citus_my_records() AS r;
 		CREATE OR REPLACE VIEW idempotency.my_tokens WITH (security_barrier) AS
 			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(22);
+SELECT plan(25);
 
 -- 400: bad input
 SELECT throws_ok($$SELECT ''::idempotency.key$$, '22P02', NULL, 'empty key: 22P02');
@@ -20,11 +20,15 @@ SELECT is((SELECT lease_until = expires_at FROM idempotency.idempotent_begin('k-
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', scope => repeat('s', 256))$$, '22023', NULL, 'scope too long: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('a', 'b:c', 'd')$$, '22023', NULL, 'make_key part with a colon: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('', 'b', 'd')$$, '22023', NULL, 'make_key empty part: 22023');
+SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '[]')$$, '22023', NULL, 'headers not an object: 22023');
+SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '{"Retry-After": 5}')$$, '22023', NULL, 'header value not a string: 22023');
 
 -- 413: response too large
 SELECT lives_ok($$SELECT idempotency.idempotent_begin('big')$$, 'claim for the large response');
 SELECT throws_ok($$SET LOCAL idempotency.max_response_size = 1; SELECT idempotency.idempotent_finish('big', jsonb_build_object('x', repeat('x', 2000)))$$,
 	'54000', NULL, 'response over the limit: 54000');
+SELECT throws_ok($$SET LOCAL idempotency.max_response_size = 1; SELECT idempotency.idempotent_finish('big', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 2000)))$$,
+	'54000', NULL, 'headers over the limit: 54000');
 
 -- 422: the key was used for another request
 SELECT lives_ok($$SELECT idempotency.idempotent_begin('used', request => '{"a": 1}')$$, 'claim with a request');

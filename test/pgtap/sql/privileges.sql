@@ -17,7 +17,7 @@ SELECT table_privs_are('idempotency', 'my_records', 'regress_nobody', ARRAY[]::t
 SELECT table_privs_are('idempotency', 'my_records', 'regress_app', ARRAY['SELECT'], 'grant_usage gives SELECT on my_records only');
 SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_begin is revoked from PUBLIC');
-SELECT function_privs_are('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval'],
+SELECT function_privs_are('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_finish is revoked from PUBLIC');
 SELECT function_privs_are('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_abandon is revoked from PUBLIC');

@@ -13,7 +13,7 @@ SELECT has_table('idempotency', 'registry', 'the registry table exists');
 SELECT has_view('idempotency', 'my_records', 'the my_records view exists');
 SELECT columns_are('idempotency', 'registry',
 	ARRAY['owner', 'scope', 'key', 'status', 'attempt', 'fingerprint', 'response',
-		  'status_code', 'body', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
+		  'status_code', 'body', 'headers', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
 	'the registry has exactly the documented columns');
 SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
 SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
@@ -40,13 +40,13 @@ SELECT is((SELECT array_agg(n || ' ' || format_type(t, NULL) ORDER BY o)
 			WHERE p.oid = 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)'::regprocedure
 			  AND m = 'o'),
 	ARRAY['outcome text', 'status text', 'response jsonb', 'attempt integer', 'expires_at timestamp with time zone',
-		  'lease_until timestamp with time zone', 'status_code integer', 'body bytea',
-		  'previous_attempt integer', 'previous_end text'],
-	'idempotent_begin answers with the record''s columns, then the previous attempt and how it ended');
+		  'lease_until timestamp with time zone', 'status_code integer', 'body bytea', 'headers jsonb',
+		  'previous_attempt integer', 'previous_end text', 'retry_after integer'],
+	'idempotent_begin answers with the record''s columns, then the previous attempt and how it ended, and when to retry');
 SELECT is((SELECT boot_val || ' ' || unit || ' ' || context FROM pg_settings WHERE name = 'idempotency.max_wait'),
 	'5000 ms user', 'idempotency.max_wait bounds a wait by default, and any session may change it');
-SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval']);
-SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval'], 'text',
+SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb']);
+SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'], 'text',
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
