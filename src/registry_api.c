@@ -110,6 +110,14 @@ typedef struct BeginArgs
 								 * caller */
 } BeginArgs;
 
+/* What one pass of the claim loop came to (begin_attempt). */
+typedef enum BeginPass
+{
+	BEGIN_ANSWERED,
+	BEGIN_RETRY,
+	BEGIN_NEEDS_WRITE
+} BeginPass;
+
 typedef struct BeginResult
 {
 	const char *outcome;
@@ -323,9 +331,11 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
 
 /*
  * begin_attempt
- *		One pass of the claim loop.  Returns true with *result filled in when
- *		it reached an answer, false when the record changed under it and the
- *		caller should try again.
+ *		One pass of the claim loop.  Returns BEGIN_ANSWERED with *result
+ *		filled in when it reached an answer, BEGIN_RETRY when the record
+ *		changed under it and the caller should try again, and, if it may not
+ *		write (may_write false), BEGIN_NEEDS_WRITE when only a claim written
+ *		now would answer.
  *
  * The fencing token is read from the clock at every pass, just before the
  * statement that may issue it (RegistryFence says why).
@@ -341,8 +351,8 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
  * the next read sees the record.  A deferred claim always reads first: it
  * writes nothing at begin.
  */
-static bool
-begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
+static BeginPass
+begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
 {
 	RegistryRow claim;
 	RegistryRow rec;
@@ -362,15 +372,17 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		begin_check_request(args, &mine->row);
 		result->outcome = "in_progress";
 		result->rec = mine->row;
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
+	if (!read_first && !may_write)
+		return BEGIN_NEEDS_WRITE;
 	if (!read_first && RegistryInsertClaim(call, &claim))
 	{
 		/* the common case: nobody has this key, the claim is ours */
 		begin_found(false);
 		begin_execute(result, &claim, false);
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
 	if (!RegistryLookup(call, args->scope, args->key, &rec))
@@ -378,40 +390,46 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		if (!args->defer_claim)
 		{
 			/* nobody has this key: claim it, unless that was tried */
+			if (!may_write)
+				return BEGIN_NEEDS_WRITE;
 			if (!read_first || !RegistryInsertClaim(call, &claim))
-				return false;	/* deleted since, or claimed since the read */
+				return BEGIN_RETRY;	/* deleted since, or claimed since the read */
 			begin_found(false);
 			begin_execute(result, &claim, false);
-			return true;
+			return BEGIN_ANSWERED;
 		}
 
 		/* nobody has this key: the claim is ours, written by finish */
 		begin_found(false);
 		begin_execute(result, &claim, true);
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
-	begin_found(true);
-
 	/* an expired or abandoned record counts as absent: claim it afresh */
+	if (!RegistryRowLive(&rec, call->now) && !may_write)
+		return BEGIN_NEEDS_WRITE;
 	if (!RegistryRowLive(&rec, call->now))
 	{
+		begin_found(true);
 		if (!RegistryReclaim(call, &claim, &rec))
-			return false;
+			return BEGIN_RETRY;
 		begin_execute(result, &claim, false);
 		begin_over(result, &rec);
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
 	begin_check_request(args, &rec);
 
+	if (rec.status != RS_PROCESSING ||
+		DatumGetTimestampTz(rec.values[RC_lease_until]) > call->now || may_write)
+		begin_found(true);
 	if (rec.status != RS_PROCESSING)
 	{
 		RegistryRowKeep(call, &rec);
 		RegistryRowSet(&rec, RC_lease_until, (Datum) 0);
 		result->outcome = "replay";
 		result->rec = rec;
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
 	if (DatumGetTimestampTz(rec.values[RC_lease_until]) > call->now)
@@ -419,16 +437,18 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result)
 		RegistryRowKeep(call, &rec);
 		result->outcome = "in_progress";
 		result->rec = rec;
-		return true;
+		return BEGIN_ANSWERED;
 	}
 
 	/* the lease ran out: the work may have partly happened; take it over */
+	if (!may_write)
+		return BEGIN_NEEDS_WRITE;
 	if (!RegistryTakeover(call, &claim, &rec))
-		return false;
+		return BEGIN_RETRY;
 	begin_execute(result, &claim, false);
 	begin_over(result, &rec);
 	result->takeover = true;
-	return true;
+	return BEGIN_ANSWERED;
 }
 
 /*
@@ -451,7 +471,7 @@ begin_loop(SqlCall *call, BeginArgs *args, BeginResult *result)
 
 	for (int tries = 0; tries < BEGIN_MAX_TRIES; tries++)
 	{
-		if (begin_attempt(call, args, result))
+		if (begin_attempt(call, args, result, true) == BEGIN_ANSWERED)
 			return;
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -487,6 +507,24 @@ begin_loop_bounded(void *arg)
 							 GUC_ACTION_SAVE, true, 0, false);
 	begin_loop(b->call, b->args, b->result);
 	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * begin_read_only
+ *		A bounded wait runs the claim in a subtransaction, which costs a
+ *		start, a release and, once it writes, an XID of its own.  A begin
+ *		that only reads (a replay, an in_progress answer, a deferred claim of
+ *		a key nobody has) waits for nobody: when this backend reads first
+ *		anyway, try that without the subtransaction.  False when the answer
+ *		takes a write (or a token's row lock), which the bounded path does.
+ */
+static bool
+begin_read_only(SqlCall *call, BeginArgs *args, BeginResult *result)
+{
+	if (args->require_token ||
+		!(args->defer_claim || found_share > FOUND_SHARE_READ_FIRST))
+		return false;
+	return begin_attempt(call, args, result, false) == BEGIN_ANSWERED;
 }
 
 /*
@@ -721,10 +759,10 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 							   args.expires_at);
 	}
 
-	if (args.lock_timeout_ms > 0)
-		begin_bounded(&call, &args, &result);
-	else
+	if (args.lock_timeout_ms == 0)
 		begin_loop(&call, &args, &result);
+	else if (!begin_read_only(&call, &args, &result))
+		begin_bounded(&call, &args, &result);
 
 	SqlCallEnd(&call);
 
