@@ -393,7 +393,8 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 			if (!may_write)
 				return BEGIN_NEEDS_WRITE;
 			if (!read_first || !RegistryInsertClaim(call, &claim))
-				return BEGIN_RETRY;	/* deleted since, or claimed since the read */
+				return BEGIN_RETRY; /* deleted since, or claimed since the
+									 * read */
 			begin_found(false);
 			begin_execute(result, &claim, false);
 			return BEGIN_ANSWERED;
