@@ -15,9 +15,10 @@
 
 #include "utils/builtins.h"
 
+#include "args.h"
+#include "compat.h"
 #include "idempotency.h"
 #include "key.h"
-#include "args.h"
 
 /*
  * IdempotencyRequireArg

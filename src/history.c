@@ -49,6 +49,7 @@
 #include "utils/xid8.h"
 
 #include "citus.h"
+#include "compat.h"
 #include "extension.h"
 #include "history.h"
 #include "idempotency.h"

@@ -22,6 +22,7 @@
 #include "utils/array.h"
 
 #include "args.h"
+#include "compat.h"
 #include "idset.h"
 #include "sqlcall.h"
 

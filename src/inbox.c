@@ -30,6 +30,7 @@
 
 #include "args.h"
 #include "citus.h"
+#include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "idset.h"

@@ -27,6 +27,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "idempotency.h"
 #include "key.h"
 #include "key_charsets.h"

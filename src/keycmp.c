@@ -42,6 +42,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "compat.h"
+
 
 /*
  * key_cmp_internal

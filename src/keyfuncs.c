@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 
 #include "args.h"
+#include "compat.h"
 #include "extension.h"
 #include "key.h"
 #include "sha256.h"

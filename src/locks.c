@@ -36,6 +36,7 @@
 #include "utils/builtins.h"
 
 #include "args.h"
+#include "compat.h"
 #include "extension.h"
 #include "owner.h"
 #include "sqlcall.h"

@@ -31,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "registry.h"
 
 /*

@@ -58,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "key.h"

@@ -42,6 +42,7 @@
 #include "utils/builtins.h"
 
 #include "args.h"
+#include "compat.h"
 #include "extension.h"
 #include "key.h"
 #include "sqlcall.h"

@@ -65,6 +65,7 @@
 #include "utils/snapmgr.h"
 
 #include "citus.h"
+#include "compat.h"
 #include "extension.h"
 #include "key.h"
 #include "sqlcall.h"

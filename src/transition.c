@@ -53,6 +53,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "compat.h"
 #include "idempotency.h"
 #include "statemachine.h"
 #include "stats.h"

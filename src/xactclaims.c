@@ -61,6 +61,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "xactclaims.h"
 
 /* Claims held before they are also indexed by identity. */

@@ -29,11 +29,13 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
 # shellcheck disable=SC2046
-install_packages $(suite_packages) $(client_packages)
+install_packages $(suite_packages)
 # the sanitizer suite runs on this machine's own major (the matrix's roots
-# run the others), with the runtimes of this machine's gcc
+# run the others), with the runtimes of this machine's gcc; so do the HTTP
+# service's and the drivers' tests, which skip in the roots
 if [ "$PG_MAJOR" = 15 ]; then
-	install_packages libasan8 libubsan1 pg-bsd-indent
+	# shellcheck disable=SC2046
+	install_packages libasan8 libubsan1 pg-bsd-indent $(client_packages)
 fi
 build_and_install "$top"
 
