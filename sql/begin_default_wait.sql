@@ -13,7 +13,10 @@ SET statement_timeout = '2min';
 
 -- shipped finite: 5 seconds
 SELECT boot_val, unit, context FROM pg_settings WHERE name = 'idempotency.max_wait';
+-- (the range's wording differs between majors: only the SQLSTATE is shown)
+\set VERBOSITY sqlstate
 SET idempotency.max_wait = -2;
+\set VERBOSITY default
 SET idempotency.max_wait = '10ms';
 SHOW idempotency.max_wait;
 
