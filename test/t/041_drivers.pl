@@ -48,6 +48,15 @@ if ($bouncer_bin)
 {
 	$bouncer_port = PostgreSQL::Test::Cluster::get_free_port();
 	my $port = $node->port;
+
+	# PgBouncer 1.21 and later can keep protocol-level prepared statements
+	# apart in transaction mode (max_prepared_statements); the defaults
+	# tested here are those of a pooler that does not, so turn it off there
+	my ($version_out, $version_err) = ('', '');
+	IPC::Run::run([ $bouncer_bin, '--version' ], '>', \$version_out, '2>', \$version_err);
+	my ($major, $minor) = "$version_out$version_err" =~ /PgBouncer (\d+)\.(\d+)/;
+	my $prepared = defined $minor && ($major > 1 || $minor >= 21)
+	  ? "max_prepared_statements = 0\n" : '';
 	PostgreSQL::Test::Utils::append_to_file("$tmp/users.txt", qq{"app" ""\n});
 	PostgreSQL::Test::Utils::append_to_file("$tmp/pgbouncer.ini", qq{
 [databases]
@@ -63,7 +72,7 @@ default_pool_size = 1
 max_client_conn = 20
 ignore_startup_parameters = extra_float_digits
 logfile = $tmp/pgbouncer.log
-});
+$prepared});
 	$bouncer = IPC::Run::start([ $bouncer_bin, "$tmp/pgbouncer.ini" ],
 		'>', \my $bout, '2>', \my $berr);
 	my $ready = 0;
