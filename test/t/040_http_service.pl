@@ -25,9 +25,10 @@ my $source = abs_path(dirname(__FILE__) . '/../../examples/http-service');
 
 # node 18 or later (for fetch), and npm
 my ($node_version, $npm_version) = ('', '');
-IPC::Run::run([ 'node', '--version' ], '>', \$node_version, '2>', \my $e1)
+# (IPC::Run dies, rather than fails, on a command that is not installed)
+eval { IPC::Run::run([ 'node', '--version' ], '>', \$node_version, '2>', \my $e1) }
   or plan skip_all => 'node is not installed (test/lib.sh installs nodejs)';
-IPC::Run::run([ 'npm', '--version' ], '>', \$npm_version, '2>', \my $e2)
+eval { IPC::Run::run([ 'npm', '--version' ], '>', \$npm_version, '2>', \my $e2) }
   or plan skip_all => 'npm is not installed (test/lib.sh installs npm)';
 plan skip_all => "node 18 or later is needed, this is $node_version"
   unless $node_version =~ /^v(\d+)/ && $1 >= 18;
