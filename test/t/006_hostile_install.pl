@@ -1,4 +1,4 @@
-# Hostile installation against the background worker (issue 9, item 3): a
+# Hostile installation against the background worker: a
 # role that is not superuser but owns a database plants a schema named
 # idempotency with a cleanup(integer) that makes it superuser, and a
 # search_path for every session in its database full of look-alikes.
