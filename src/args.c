@@ -86,3 +86,22 @@ IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
 				 errmsg("%s must be a positive interval", name)));
 	return result;
 }
+
+/*
+ * IdempotencyTextArg
+ *		A required text argument of 1 to IDEMPOTENCY_KEY_MAXLEN bytes (a
+ *		consumer, a message id, a topic).
+ */
+Datum
+IdempotencyTextArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	text	   *t;
+
+	IdempotencyRequireArg(fcinfo, argno, name);
+	t = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(t) == 0 || VARSIZE_ANY_EXHDR(t) > IDEMPOTENCY_KEY_MAXLEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be 1 to %d bytes long", name, IDEMPOTENCY_KEY_MAXLEN)));
+	return PointerGetDatum(t);
+}

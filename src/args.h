@@ -19,6 +19,7 @@
 extern void IdempotencyRequireArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern Datum IdempotencyKeyArg(FunctionCallInfo fcinfo, int argno);
 extern Datum IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno);
+extern Datum IdempotencyTextArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern TimestampTz IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name);
 
 #endif							/* IDEMPOTENCY_ARGS_H */

@@ -160,24 +160,6 @@ static SqlStatement delete_expired_stmt = {
 };
 
 /*
- * inbox_text_arg
- *		A required text argument of at most IDEMPOTENCY_KEY_MAXLEN bytes.
- */
-static Datum
-inbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	text	   *t;
-
-	IdempotencyRequireArg(fcinfo, argno, name);
-	t = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(t) == 0 || VARSIZE_ANY_EXHDR(t) > IDEMPOTENCY_KEY_MAXLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be 1 to %d bytes long", name, IDEMPOTENCY_KEY_MAXLEN)));
-	return PointerGetDatum(t);
-}
-
-/*
  * inbox_expiry
  *		now + ttl, where ttl must be a positive interval.
  */
@@ -204,8 +186,8 @@ idempotency_inbox_receive(PG_FUNCTION_ARGS)
 	bool		first;
 
 	IdempotencyCheckNargs(fcinfo, 3);
-	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
-	values[2] = inbox_text_arg(fcinfo, 1, "message_id");
+	values[1] = IdempotencyTextArg(fcinfo, 0, "consumer");
+	values[2] = IdempotencyTextArg(fcinfo, 1, "message_id");
 
 	SqlCallBegin(&call);
 	values[0] = call.owner;
@@ -280,7 +262,7 @@ idempotency_inbox_receive_batch(PG_FUNCTION_ARGS)
 	IdempotencyCheckNargs(fcinfo, 3);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
-	values[1] = inbox_text_arg(fcinfo, 0, "consumer");
+	values[1] = IdempotencyTextArg(fcinfo, 0, "consumer");
 	n = IdSetArg(fcinfo, 1, "inbox_receive_batch", IDEMPOTENCY_INBOX_MAX_BATCH, &elems);
 	for (int i = 0; i < n; i++)
 	{

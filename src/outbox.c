@@ -411,17 +411,9 @@ static int	outbox_cursor_len = 0;
 static Datum
 outbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *name, bool optional)
 {
-	text	   *t;
-
 	if (optional && PG_ARGISNULL(argno))
 		return (Datum) 0;
-	IdempotencyRequireArg(fcinfo, argno, name);
-	t = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(t) == 0 || VARSIZE_ANY_EXHDR(t) > IDEMPOTENCY_KEY_MAXLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be 1 to %d bytes long", name, IDEMPOTENCY_KEY_MAXLEN)));
-	return PointerGetDatum(t);
+	return IdempotencyTextArg(fcinfo, argno, name);
 }
 
 /*
