@@ -16,16 +16,19 @@
  * deptype 'e'), and the tables and the key type that the C code caches must
  * be members of the extension too; otherwise every function refuses to run.
  *
- * The installed SQL objects must also be the ones this library was built
- * for.  Between a package upgrade and ALTER EXTENSION ... UPDATE a new
- * library runs with the old objects: pg_extension.extversion, read from the
- * extension's row by OID, must be the library's version, and a layout that
- * only an earlier build made (a schema that is the extension's namespace but
- * not its member) is recognised as such; both are refused with the hint to
- * update the extension, before anything else is looked at.  Each entry point
- * that takes arguments checks, first thing, that the catalog passes as many
- * as it reads (IdempotencyCheckNargs): a function declared by an earlier
- * script may pass fewer, and reading past them reads garbage.
+ * The installed SQL objects must also be ones this library can serve.
+ * Between a package upgrade and ALTER EXTENSION ... UPDATE a new library
+ * runs with the old objects: pg_extension.extversion, read from the
+ * extension's row by OID, must be one of the versions in sql_versions[] (the
+ * library's own and the releases before it, whose objects it keeps working
+ * with; what a later version added is refused until the update, see
+ * IdempotencyRequireSqlVersion), and a layout that only an unreleased build
+ * made (a schema that is the extension's namespace but not its member) is
+ * recognised as such; both are refused with the hint to update the
+ * extension, before anything else is looked at.  Each entry point that takes
+ * arguments checks, first thing, that the catalog passes as many as it reads
+ * (IdempotencyCheckNargs): a function declared by another script may pass
+ * fewer, and reading past them reads garbage.
  *
  * The answer is cached per backend.  Any change to pg_namespace (a schema
  * created, renamed or dropped) and a relcache invalidation of one of our
@@ -242,13 +245,23 @@ catalog_function(const char *name, Oid nspoid)
 }
 
 /*
- * catalog_check_version
- *		Refuse SQL objects installed by another version of the extension than
- *		this library's: the version in the extension's row (found by OID),
- *		and the layout of an earlier build, whose schema was created by
- *		CREATE EXTENSION (the extension's namespace) and so is no member.
+ * The versions of the SQL objects this library serves, oldest first; the
+ * last is the library's own.  An entry's index is its IdempotencySqlVersion.
  */
-static void
+static const char *const sql_versions[] = {"1.0", IDEMPOTENCY_LIBRARY_VERSION};
+
+StaticAssertDecl(lengthof(sql_versions) == IDEMPOTENCY_SQL_1_1 + 1,
+				 "sql_versions[] must list every IdempotencySqlVersion");
+
+/*
+ * catalog_check_version
+ *		Refuse SQL objects installed by a version of the extension that this
+ *		library does not serve: the version in the extension's row (found by
+ *		OID), and the layout of an earlier build, whose schema was created by
+ *		CREATE EXTENSION (the extension's namespace) and so is no member.
+ *		Returns the version served.
+ */
+static IdempotencySqlVersion
 catalog_check_version(Oid extoid, Oid named_schema)
 {
 	Relation	rel;
@@ -259,6 +272,7 @@ catalog_check_version(Oid extoid, Oid named_schema)
 	bool		isnull;
 	char	   *version;
 	Oid			extnamespace;
+	int			served = -1;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber,
@@ -273,12 +287,17 @@ catalog_check_version(Oid extoid, Oid named_schema)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
-	if (strcmp(version, IDEMPOTENCY_LIBRARY_VERSION) != 0)
+	for (int i = 0; i < (int) lengthof(sql_versions); i++)
+		if (strcmp(version, sql_versions[i]) == 0)
+			served = i;
+	if (served < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"%s\" is installed at version \"%s\", but its library is version \"%s\"",
 						EXTENSION_NAME, version, IDEMPOTENCY_LIBRARY_VERSION),
-				 errdetail("The library and the extension's SQL objects must be of the same version."),
+				 errdetail("Version \"%s\" of the library works with the SQL objects of versions \"%s\" to \"%s\".",
+						   IDEMPOTENCY_LIBRARY_VERSION, sql_versions[0],
+						   IDEMPOTENCY_LIBRARY_VERSION),
 				 errhint("Run ALTER EXTENSION %s UPDATE, then reconnect.",
 						 EXTENSION_NAME)));
 
@@ -292,6 +311,7 @@ catalog_check_version(Oid extoid, Oid named_schema)
 						   EXTENSION_SCHEMA),
 				 errhint("Run ALTER EXTENSION %s UPDATE, then reconnect.",
 						 EXTENSION_NAME)));
+	return (IdempotencySqlVersion) served;
 }
 
 /*
@@ -349,7 +369,7 @@ catalog_lookup(void)
 				 errhint("Run CREATE EXTENSION %s.", EXTENSION_NAME)));
 
 	named = get_namespace_oid(EXTENSION_SCHEMA, true);
-	catalog_check_version(catalog.extoid, named);
+	catalog.sql_version = catalog_check_version(catalog.extoid, named);
 	member = catalog_member_schema(catalog.extoid);
 	if (!OidIsValid(named) && OidIsValid(member))
 		ereport(ERROR,
@@ -421,4 +441,29 @@ IdempotencyCatalogGet(void)
 		catalog_valid = true;
 	}
 	return &catalog;
+}
+
+/*
+ * IdempotencyRequireSqlVersion
+ *		Refuse a feature whose SQL objects came with a later version than
+ *		the installed one.  The cached answer is read again first: ALTER
+ *		EXTENSION ... UPDATE in another session sends no invalidation that
+ *		this cache hears, and a pooled session should not have to reconnect
+ *		to use what the update added.
+ */
+void
+IdempotencyRequireSqlVersion(IdempotencySqlVersion version, const char *feature)
+{
+	if (IdempotencyCatalogGet()->sql_version >= version)
+		return;
+	catalog_valid = false;
+	if (IdempotencyCatalogGet()->sql_version >= version)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s needs version \"%s\" of extension \"%s\"",
+					feature, sql_versions[version], EXTENSION_NAME),
+			 errdetail("The extension's SQL objects are version \"%s\".",
+					   sql_versions[IdempotencyCatalogGet()->sql_version]),
+			 errhint("Run ALTER EXTENSION %s UPDATE.", EXTENSION_NAME)));
 }

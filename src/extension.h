@@ -30,6 +30,17 @@ typedef enum IdempotencyRelation
 	IR_NUM
 } IdempotencyRelation;
 
+/*
+ * The versions of the SQL objects that this library serves (extension.c,
+ * sql_versions[]), in order: code that uses an object a later version added
+ * asks for that version.
+ */
+typedef enum IdempotencySqlVersion
+{
+	IDEMPOTENCY_SQL_1_0,
+	IDEMPOTENCY_SQL_1_1
+} IdempotencySqlVersion;
+
 typedef struct IdempotencyCatalog
 {
 	Oid			extoid;			/* pg_extension */
@@ -38,11 +49,14 @@ typedef struct IdempotencyCatalog
 	Oid			keytype;		/* idempotency.key, a member */
 	Oid			begin_fn;		/* idempotent_begin, a member: its grantees
 								 * are the applications (owner.c) */
+	IdempotencySqlVersion sql_version;	/* pg_extension.extversion */
 } IdempotencyCatalog;
 
 extern void IdempotencyCatalogInit(void);
 extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
 extern void IdempotencyCheckVersion(void);
+extern void IdempotencyRequireSqlVersion(IdempotencySqlVersion version,
+										 const char *feature);
 
 /*
  * The SQL function must pass exactly the arguments its entry point reads: a

@@ -156,7 +156,7 @@ refused('finish', 'function idempotency.idempotent_finish(text,jsonb,text,intege
 refused('abandon', 'function idempotency.idempotent_abandon(text,text) does not match the library of extension "idempotency"', 'older signatures');
 refused('inbox_receive', 'function idempotency.inbox_receive(text,text) does not match the library of extension "idempotency"', 'older signatures');
 my (undef, undef, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$calls{finish}");
-like($err, qr/DETAIL:  The function passes 5 arguments; version "1\.0" of the library takes 9\./,
+like($err, qr/DETAIL:  The function passes 5 arguments; version "1\.1" of the library takes 9\./,
 	'older signatures: the detail says how many arguments each side has');
 
 foreach my $name (sort keys %current)
@@ -199,12 +199,12 @@ $node->safe_psql('postgres', q{
 my $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	q{UPDATE pg_extension SET extversion = '0.9' WHERE extname = 'idempotency'});
-my $version_message = 'extension "idempotency" is installed at version "0.9", but its library is version "1.0"';
+my $version_message = 'extension "idempotency" is installed at version "0.9", but its library is version "1.1"';
 refused($_, $version_message, 'another version') foreach sort keys %calls;
 expire_all();
 worker_skips($version_message, 'another version', $offset);
 $node->safe_psql('postgres',
-	q{UPDATE pg_extension SET extversion = '1.0' WHERE extname = 'idempotency'});
+	q{UPDATE pg_extension SET extversion = '1.1' WHERE extname = 'idempotency'});
 
 #
 # 3. The layout of an earlier build: the schema is the extension's namespace

@@ -1,0 +1,243 @@
+/* src/sql/idempotency--1.0--1.1.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION idempotency UPDATE TO '1.1'" to load this file. \quit
+
+/*
+ * How an update script changes the extension's SQL objects.  CREATE
+ * EXTENSION at the newest version runs the 1.0 install script and then each
+ * update script in turn, so these scripts are the only definition of what
+ * changed, for new installations and updated ones alike
+ * (test/t/027_update.pl compares the two).
+ *
+ * 1. An installation's grants survive.  grant_usage() gave application
+ *    roles EXECUTE and SELECT on the objects in idempotency.application_api,
+ *    and the grantees of idempotent_begin are the application roles that
+ *    records belong to (src/owner.c): a grant lost by an update would leave
+ *    an application unable to call the API, or its records without an owner.
+ *    - A function whose body or defaults change, with the same arguments and
+ *      result, is changed with CREATE OR REPLACE FUNCTION, which keeps its
+ *      privileges (PostgreSQL refuses it for an object that is not the
+ *      extension's member).
+ *    - A function whose arguments or result change is renamed, created
+ *      anew, given the old one's grants by carry_privileges(), and the old
+ *      one dropped, in that order.
+ *    - A view gains columns at its end with CREATE OR REPLACE VIEW, which
+ *      keeps its privileges; a table gains columns with ALTER TABLE.
+ *    A grant made in an extension script is recorded as the object's initial
+ *    privilege, which pg_dump leaves out; carry_privileges() puts the initial
+ *    privileges back as they were, so that a dump made after the update
+ *    still restores the installation's grants.
+ * 2. A new application function or view is added to application_api, which
+ *    is what grant_usage() grants; the roles grant_usage() was given to
+ *    before the update are given the new objects too.
+ * 3. The library of the new version also serves the SQL objects of the
+ *    previous ones (between a package upgrade and ALTER EXTENSION ... UPDATE;
+ *    src/extension.c lists the versions it serves): a registry column is
+ *    added with the version that introduces it (REGISTRY_COLUMNS), and an
+ *    entry point whose declaration changed accepts the old one.
+ * 4. As in the install script: every name schema-qualified, no IF NOT
+ *    EXISTS, CREATE OR REPLACE only for objects the extension already has.
+ */
+
+--
+-- Keeping grants across a replaced function
+--
+
+/*
+ * carry_privileges(old, new): give new the privileges that were granted on
+ * old after the extension was installed, and take from it those that were
+ * revoked from old, so that new has old's ACL; then record new's initial
+ * privileges as old's, so that pg_dump dumps the same grants for new as it
+ * did for old.  Runs as the superuser running the update script.
+ */
+CREATE FUNCTION idempotency.carry_privileges(old_fn pg_catalog.regprocedure,
+											 new_fn pg_catalog.regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	change record;
+BEGIN
+	FOR change IN
+		WITH now_acl AS (
+			SELECT a.grantee, a.privilege_type, a.is_grantable
+			  FROM pg_catalog.pg_proc AS p,
+				   pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) AS a
+			 WHERE p.oid OPERATOR(pg_catalog.=) old_fn),
+		new_acl AS (
+			SELECT a.grantee, a.privilege_type, a.is_grantable
+			  FROM pg_catalog.pg_proc AS p,
+				   pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) AS a
+			 WHERE p.oid OPERATOR(pg_catalog.=) new_fn)
+		SELECT 'GRANT' AS verb, g.* FROM (TABLE now_acl EXCEPT TABLE new_acl) AS g
+		UNION ALL
+		SELECT 'REVOKE', r.* FROM (TABLE new_acl EXCEPT TABLE now_acl) AS r
+	LOOP
+		EXECUTE pg_catalog.format('%s %s ON FUNCTION %s %s %s%s',
+								  change.verb, change.privilege_type, new_fn,
+								  CASE change.verb WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END,
+								  CASE change.grantee WHEN 0 THEN 'PUBLIC'
+								  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(change.grantee)) END,
+								  CASE WHEN change.verb OPERATOR(pg_catalog.=) 'GRANT' AND change.is_grantable
+								  THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+
+	DELETE FROM pg_catalog.pg_init_privs
+	 WHERE objoid OPERATOR(pg_catalog.=) new_fn
+	   AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND objsubid OPERATOR(pg_catalog.=) 0;
+	INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+	SELECT new_fn, i.classoid, i.objsubid, i.privtype, i.initprivs
+	  FROM pg_catalog.pg_init_privs AS i
+	 WHERE i.objoid OPERATOR(pg_catalog.=) old_fn
+	   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND i.objsubid OPERATOR(pg_catalog.=) 0;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.carry_privileges(pg_catalog.regprocedure, pg_catalog.regprocedure) IS
+'for update scripts: give a function that replaces another the other''s privileges, as an installation granted them';
+
+REVOKE ALL ON FUNCTION idempotency.carry_privileges(pg_catalog.regprocedure, pg_catalog.regprocedure) FROM PUBLIC;
+
+--
+-- The application API, listed once
+--
+
+/*
+ * What grant_usage() grants, by name: a function's name is unique in the
+ * schema, so that a later version may change its arguments without
+ * touching this list.  Readable by everyone, as the functions' signatures
+ * are.
+ */
+CREATE VIEW idempotency.application_api AS
+	SELECT v.object_type, v.object_name, v.privilege
+	  FROM (VALUES
+			('function', 'idempotent_begin', 'EXECUTE'),
+			('function', 'idempotent_finish', 'EXECUTE'),
+			('function', 'idempotent_abandon', 'EXECUTE'),
+			('function', 'lookup', 'EXECUTE'),
+			('view', 'my_records', 'SELECT'),
+			('function', 'inbox_receive', 'EXECUTE'),
+			('function', 'inbox_receive_batch', 'EXECUTE'),
+			('function', 'issue_token', 'EXECUTE'),
+			('function', 'consume_token', 'EXECUTE'),
+			('view', 'my_tokens', 'SELECT'),
+			('function', 'outbox_send', 'EXECUTE'),
+			('function', 'outbox_fetch', 'EXECUTE'),
+			('function', 'outbox_ack', 'EXECUTE'),
+			('view', 'my_outbox', 'SELECT'),
+			('function', 'lock', 'EXECUTE'),
+			('function', 'try_lock', 'EXECUTE'))
+		   AS v (object_type, object_name, privilege);
+
+COMMENT ON VIEW idempotency.application_api IS
+'the functions and views grant_usage() grants to an application role';
+
+REVOKE ALL ON TABLE idempotency.application_api FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.application_api TO PUBLIC;
+
+/*
+ * grant_usage(role) grants what application_api lists, and nothing else.
+ * The role is a regrole, printed quoted by format('%s'); the object names
+ * come from the list above and are quoted by %I.
+ */
+CREATE OR REPLACE FUNCTION idempotency.grant_usage(role pg_catalog.regrole)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	api record;
+BEGIN
+	IF role IS NULL THEN
+		RAISE EXCEPTION 'role must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	FOR api IN SELECT a.object_type, a.object_name, a.privilege
+				 FROM idempotency.application_api AS a
+	LOOP
+		EXECUTE pg_catalog.format('GRANT %s ON %s idempotency.%I TO %s',
+								  api.privilege,
+								  CASE api.object_type WHEN 'function' THEN 'FUNCTION' ELSE 'TABLE' END,
+								  api.object_name, role);
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.grant_usage(pg_catalog.regrole) IS
+'grant a role the application API and nothing else: the functions and views listed in idempotency.application_api';
+
+/*
+ * extend_usage(object_type, object_name): an object added to
+ * application_api by an update script is granted to every role that
+ * grant_usage() was given to (the grantees of idempotent_begin, less its
+ * initial privileges), and its initial privileges are put back as they were
+ * before, for pg_dump's sake (see carry_privileges).
+ */
+CREATE FUNCTION idempotency.extend_usage(object_type pg_catalog.text,
+										 object_name pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	target pg_catalog.oid;
+	target_class pg_catalog.regclass;
+	app record;
+	saved pg_catalog.pg_init_privs;
+BEGIN
+	IF object_type OPERATOR(pg_catalog.=) 'function' THEN
+		target := pg_catalog.to_regproc('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(object_name));
+		target_class := 'pg_catalog.pg_proc';
+	ELSE
+		target := pg_catalog.to_regclass('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(object_name));
+		target_class := 'pg_catalog.pg_class';
+	END IF;
+	IF target IS NULL THEN
+		RAISE EXCEPTION 'extension object idempotency.% does not exist', object_name
+			USING ERRCODE = 'undefined_object';
+	END IF;
+
+	SELECT i.* INTO saved FROM pg_catalog.pg_init_privs AS i
+	 WHERE i.objoid OPERATOR(pg_catalog.=) target
+	   AND i.classoid OPERATOR(pg_catalog.=) target_class
+	   AND i.objsubid OPERATOR(pg_catalog.=) 0;
+
+	FOR app IN
+		SELECT a.grantee
+		  FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+		 WHERE p.oid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+		   AND a.grantee OPERATOR(pg_catalog.<>) 0
+		EXCEPT
+		SELECT a.grantee
+		  FROM pg_catalog.pg_init_privs AS i, pg_catalog.aclexplode(i.initprivs) AS a
+		 WHERE i.objoid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+		   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+		   AND i.objsubid OPERATOR(pg_catalog.=) 0
+	LOOP
+		EXECUTE pg_catalog.format('GRANT %s ON %s idempotency.%I TO %I',
+								  (SELECT l.privilege FROM idempotency.application_api AS l
+									WHERE l.object_type OPERATOR(pg_catalog.=) extend_usage.object_type
+									  AND l.object_name OPERATOR(pg_catalog.=) extend_usage.object_name),
+								  CASE object_type WHEN 'function' THEN 'FUNCTION' ELSE 'TABLE' END,
+								  object_name, pg_catalog.pg_get_userbyid(app.grantee));
+	END LOOP;
+
+	DELETE FROM pg_catalog.pg_init_privs
+	 WHERE objoid OPERATOR(pg_catalog.=) target
+	   AND classoid OPERATOR(pg_catalog.=) target_class
+	   AND objsubid OPERATOR(pg_catalog.=) 0;
+	IF saved.objoid IS NOT NULL THEN
+		INSERT INTO pg_catalog.pg_init_privs SELECT saved.*;
+	END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) IS
+'for update scripts: grant an object added to the application API to the roles grant_usage was given to';
+
+REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+
