@@ -70,6 +70,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# the TAP tests' shared Perl modules
+PG_PROVE_FLAGS += -I $(srcdir)/test/perl
+
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.
 $(OBJS): $(wildcard src/*.h)
