@@ -17,7 +17,8 @@
 #   custom codes, RAISE ... USING ERRCODE in the install scripts) and every
 #   SQLSTATE sql/error_contexts.sql expects; and every SQLSTATE that a
 #   reference page names;
-# - every relative link between the pages leads to a file that exists.
+# - every relative link between the pages leads to a file that exists, and
+#   an #anchor to a heading of that page.
 #
 # Conventions the extractor understands (doc/contributing.md, "The
 # documentation is a test"):
@@ -39,6 +40,7 @@ use warnings FATAL => 'all';
 use Cwd qw(abs_path);
 use File::Basename qw(dirname);
 use File::Find;
+use File::Spec;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -529,21 +531,47 @@ for my $page (grep { m{^doc/reference/} } @pages)
 ok(!@stray, 'every SQLSTATE of a reference page is in doc/errors.md')
   or diag('not in doc/errors.md: ' . join(', ', @stray));
 
-# relative links lead to files that exist
+# relative links lead to files that exist, and an #anchor to a heading of
+# the page it names (the anchor as GitHub makes it: lower case, punctuation
+# dropped, spaces as hyphens)
+sub anchors
+{
+	my ($path) = @_;
+	my $content = read_page($path) // '';
+	$content =~ s/^```.*?^```//msg;
+	my %anchors;
+	for my $heading ($content =~ /^#+\s+(.*?)\s*$/mg)
+	{
+		my $anchor = lc $heading;
+		$anchor =~ s/[^\w\- ]//g;
+		$anchor =~ s/ /-/g;
+		$anchors{$anchor} = 1;
+	}
+	return \%anchors;
+}
 my @broken;
 for my $page (@pages)
 {
 	my $content = read_page($page);
-	my $dir = dirname("$top/$page");
+	my $dir = dirname($page);
 	while ($content =~ /\]\(([^)\s]+)\)/g)
 	{
-		my $target = $1;
-		next if $target =~ m{^[a-z]+:} || $target =~ /^#/;
-		$target =~ s/#.*//;
-		push @broken, "$page: $target" unless -e "$dir/$target";
+		my $link = $1;
+		next if $link =~ m{^[a-z]+:};
+		my ($file, $anchor) = $link =~ /^([^#]*)(?:#(.*))?$/;
+		my $target = $file eq '' ? $page : File::Spec->canonpath("$dir/$file");
+		1 while $target =~ s{(^|/)(?!\.\./)[^/]+/\.\./}{$1};
+		if (!-e "$top/$target")
+		{
+			push @broken, "$page: $link (no such file)";
+		}
+		elsif (defined $anchor && $target =~ /\.md\z/ && !anchors($target)->{$anchor})
+		{
+			push @broken, "$page: $link (no such heading)";
+		}
 	}
 }
-ok(!@broken, 'every relative link between the pages leads to a file')
+ok(!@broken, 'every relative link between the pages leads to a file, and an anchor to a heading')
   or diag("broken links:\n" . join("\n", @broken));
 
 $node->stop;
