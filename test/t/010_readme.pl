@@ -256,6 +256,12 @@ my $node = PostgreSQL::Test::Cluster->new('readme');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
 $node->start;
+# the pages under doc/ start from a copy of this database, which the
+# background cleanup never visits (it is a template that takes no connections)
+$node->safe_psql('postgres', 'CREATE DATABASE doc_template');
+$node->safe_psql('doc_template', 'CREATE EXTENSION idempotency');
+$node->safe_psql('postgres',
+	'ALTER DATABASE doc_template WITH IS_TEMPLATE true ALLOW_CONNECTIONS false');
 my $roles_before = $node->safe_psql('postgres',
 	'SELECT string_agg(quote_literal(rolname), \',\') FROM pg_roles');
 
@@ -286,8 +292,8 @@ sub run_page
 	# README.md starts from nothing, as a newcomer does; the pages under doc/
 	# start in a database that has the extension (doc/README.md says so)
 	my $db = "doc_$number";
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	$node->safe_psql($db, 'CREATE EXTENSION idempotency') if $page =~ m{^doc/};
+	$node->safe_psql('postgres',
+		"CREATE DATABASE $db" . ($page =~ m{^doc/} ? ' TEMPLATE doc_template' : ''));
 	is($node->safe_psql($db, 'SHOW search_path'), '"$user", public',
 		"$page: the database has the default search_path");
 
@@ -343,11 +349,16 @@ sub run_page
 
 	# the next page starts alike: no database, role or setting of this one
 	$node->safe_psql('postgres', "DROP DATABASE $db WITH (FORCE)");
-	my @new_roles = split /\n/, $node->safe_psql('postgres',
-		"SELECT quote_ident(rolname) FROM pg_roles WHERE rolname <> ALL (ARRAY[$roles_before])");
-	$node->safe_psql('postgres', "DROP ROLE $_") for @new_roles;
-	$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
-	$node->reload;
+	my $new_roles = $node->safe_psql('postgres',
+		"SELECT string_agg(quote_ident(rolname), ', ') FROM pg_roles"
+		  . " WHERE rolname <> ALL (ARRAY[$roles_before])");
+	$node->safe_psql('postgres', "DROP ROLE $new_roles") if $new_roles ne '';
+	if ($node->safe_psql('postgres', 'SELECT count(*) FROM pg_file_settings'
+			. q{ WHERE sourcefile LIKE '%postgresql.auto.conf'}) > 0)
+	{
+		$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
+		$node->reload;
+	}
 }
 
 run_page($pages[$_], $_) for 0 .. $#pages;
