@@ -482,7 +482,8 @@ my %sqlstate;    # ERRCODE_ name => SQLSTATE
 my ($includedir) = $node->config_data('--includedir-server');
 for my $header ("$includedir/utils/errcodes.h", "$top/src/idempotency.h")
 {
-	open(my $fh, '<', $header) or die "could not open $header: $!";
+	# a server installed without its development files has no errcodes.h
+	open(my $fh, '<', $header) or next;
 	while (<$fh>)
 	{
 		next unless /^#define\s+(ERRCODE_\w+)\s+MAKE_SQLSTATE\(([^)]*)\)/;
@@ -491,6 +492,7 @@ for my $header ("$includedir/utils/errcodes.h", "$top/src/idempotency.h")
 	}
 	close($fh);
 }
+
 my %raised;      # SQLSTATE => where
 for my $file (glob("$top/src/*.c"), glob("$top/src/sql/*.sql"), "$top/sql/error_contexts.sql")
 {
@@ -503,8 +505,7 @@ for my $file (glob("$top/src/*.c"), glob("$top/src/sql/*.sql"), "$top/sql/error_
 			my $argument = $1;
 			for my $errcode ($argument =~ /\b(ERRCODE_\w+)/g)
 			{
-				die "$name: unknown $errcode" unless $sqlstate{$errcode};
-				$raised{ $sqlstate{$errcode} } //= $name;
+				$raised{ $sqlstate{$errcode} // "$errcode (not in errcodes.h)" } //= $name;
 			}
 		}
 	}
@@ -517,17 +518,21 @@ for my $file (glob("$top/src/*.c"), glob("$top/src/sql/*.sql"), "$top/sql/error_
 		while ($code =~ /\bERRCODE\s*=\s*'(\w+)'/g)
 		{
 			my $errcode = 'ERRCODE_' . uc $1;
-			die "$name: unknown condition $1" unless $sqlstate{$errcode};
-			$raised{ $sqlstate{$errcode} } //= $name;
+			$raised{ $sqlstate{$errcode} // "$errcode (not in errcodes.h)" } //= $name;
 		}
 	}
 }
 my $errors = read_page('doc/errors.md') // '';
-my @undocumented = grep { $errors !~ /`\Q$_\E`/ } sort keys %raised;
-ok(keys %raised > 20 && !@undocumented,
-	'doc/errors.md names every SQLSTATE raised (' . scalar(keys %raised) . ')')
-  or diag('doc/errors.md does not name: '
-	  . join(', ', map { "$_ (raised in $raised{$_})" } @undocumented));
+SKIP:
+{
+	skip "$includedir/utils/errcodes.h is not installed (the server's development files)", 1
+	  unless -e "$includedir/utils/errcodes.h";
+	my @undocumented = grep { $errors !~ /`\Q$_\E`/ } sort keys %raised;
+	ok(keys %raised > 20 && !@undocumented,
+		'doc/errors.md names every SQLSTATE raised (' . scalar(keys %raised) . ')')
+	  or diag('doc/errors.md does not name: '
+		  . join(', ', map { "$_ (raised in $raised{$_})" } @undocumented));
+}
 
 # every SQLSTATE a reference page names is explained in doc/errors.md
 my @stray;
