@@ -295,7 +295,8 @@ sub run_page
 	$node->safe_psql('postgres',
 		"CREATE DATABASE $db" . ($page =~ m{^doc/} ? ' TEMPLATE doc_template' : ''));
 	is($node->safe_psql($db, 'SHOW search_path'), '"$user", public',
-		"$page: the database has the default search_path");
+		"$page: the database has the default search_path")
+	  if $number <= 1;
 
 	my ($ret, $stdout, $stderr) = $node->psql($db, $script);
 	my (%result, $ended);
@@ -348,17 +349,21 @@ sub run_page
 	  or diag("psql exit code $ret, stderr:\n$stderr");
 
 	# the next page starts alike: no database, role or setting of this one
-	$node->safe_psql('postgres', "DROP DATABASE $db WITH (FORCE)");
-	my $new_roles = $node->safe_psql('postgres',
-		"SELECT string_agg(quote_ident(rolname), ', ') FROM pg_roles"
-		  . " WHERE rolname <> ALL (ARRAY[$roles_before])");
-	$node->safe_psql('postgres', "DROP ROLE $new_roles") if $new_roles ne '';
-	if ($node->safe_psql('postgres', 'SELECT count(*) FROM pg_file_settings'
-			. q{ WHERE sourcefile LIKE '%postgresql.auto.conf'}) > 0)
-	{
-		$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
-		$node->reload;
-	}
+	# (one psql session, each statement in a transaction of its own)
+	$node->safe_psql('postgres', qq{
+		DROP DATABASE $db WITH (FORCE);
+		DO \$\$
+		DECLARE
+			r name;
+		BEGIN
+			FOR r IN SELECT rolname FROM pg_roles
+					  WHERE rolname <> ALL (ARRAY[$roles_before]::name[]) LOOP
+				EXECUTE format('DROP ROLE %I', r);
+			END LOOP;
+		END \$\$;
+		ALTER SYSTEM RESET ALL;
+		SELECT pg_reload_conf();
+	});
 }
 
 run_page($pages[$_], $_) for 0 .. $#pages;
