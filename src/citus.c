@@ -95,10 +95,12 @@ static Oid	shard_cache_parent = InvalidOid;
  * The API functions that hand their calls to a worker, and the functions
  * they hand them to: the same C entry points declared with the key as an
  * idempotency.key (Citus pins a forced delegation to the value of the
- * distribution argument, and compares it with the registry's key by type as
- * well as by value).  require_arg: a boolean argument that, when true, keeps
- * the call on the coordinator (require_token reads the tokens table by
- * another value than the key), or -1.
+ * distribution argument, and compares it with the registry's distribution
+ * column by type as well as by value).  They are distributed by the key or,
+ * with citus_setup(distribute_by => 'scope'), by the scope: pg_dist_object
+ * says which argument.  require_arg: a boolean argument that, when true,
+ * keeps the call on the coordinator (require_token also reads the tokens
+ * table, by the token), or -1.
  */
 typedef struct CitusDelegateDef
 {
@@ -138,6 +140,8 @@ typedef struct CitusDelegateState
 	bool		valid;
 	Oid			dist_object_relid;	/* pg_dist_object, watched */
 	bool		active[CITUS_NUM_DELEGATES];
+	int			distarg[CITUS_NUM_DELEGATES];	/* the key's or the scope's
+												 * argument */
 	SPIPlanPtr	plans[CITUS_NUM_DELEGATES];
 } CitusDelegateState;
 
@@ -809,11 +813,13 @@ citus_delegate_refresh(void)
 			{
 				Oid			argtypes[2] = {TEXTOID, OIDOID};
 				Datum		values[2];
+				bool		isnull;
 
 				values[0] = CStringGetTextDatum(citus_delegate_defs[i].signature);
 				values[1] = ObjectIdGetDatum(catalog->extoid);
+
 				citus_delegate.active[i] =
-					citus_query("SELECT FROM pg_catalog.pg_dist_object AS o"
+					citus_query("SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
 								" JOIN pg_catalog.pg_depend AS d"
 								"   ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
 								"  AND d.objid OPERATOR(pg_catalog.=) o.objid"
@@ -823,8 +829,16 @@ citus_delegate_refresh(void)
 								" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
 								"   AND o.objid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure($1)"
 								"   AND o.force_delegation"
-								"   AND o.distribution_argument_index OPERATOR(pg_catalog.=) 0",
+								"   AND o.distribution_argument_index IS NOT NULL",
 								2, argtypes, values) == 1;
+				if (citus_delegate.active[i])
+					citus_delegate.distarg[i] =
+						DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+				if (citus_delegate.active[i] &&
+					(citus_delegate.distarg[i] < 0 ||
+					 citus_delegate.distarg[i] >= citus_delegate_defs[i].nargs))
+					citus_delegate.active[i] = false;
 			}
 		}
 		SPI_finish();
@@ -881,7 +895,7 @@ citus_delegate_plan(CitusDelegate which)
 /*
  * IdempotencyCitusDelegate
  *		On the Citus coordinator, run this call on the worker that holds its
- *		key, and return true with its result in *result; false where it is to
+ *		key (or its scope), and return true with its result in *result; false where it is to
  *		run here (a plain server, a worker, the 1.0 SQL objects, a call that
  *		reads another shard, or the delegate itself when Citus kept it here).
  *
@@ -890,7 +904,7 @@ citus_delegate_plan(CitusDelegate which)
  * key's worker over the caller's own connection, inside the caller's
  * transaction, where it runs as on one server (as the tables' owner, on the
  * local shard).  Writes the caller then makes to tables co-located with the
- * registry, for the same key, go over the same connection: one worker, one
+ * registry, for the same key (or scope), go over the same connection: one worker, one
  * connection, a one-phase commit.  Run as the tables' owner on the
  * coordinator, as before, the record would travel over a connection of the
  * owner's and the business rows over the caller's, which Citus commits in
@@ -913,7 +927,8 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 		return false;
 	if (!citus_delegate.valid)
 		citus_delegate_refresh();
-	if (!citus_delegate.active[which] || PG_NARGS() != def->nargs || PG_ARGISNULL(0))
+	if (!citus_delegate.active[which] || PG_NARGS() != def->nargs ||
+		PG_ARGISNULL(citus_delegate.distarg[which]))
 		return false;
 	if (def->require_arg >= 0 && !PG_ARGISNULL(def->require_arg) &&
 		PG_GETARG_BOOL(def->require_arg))

@@ -372,16 +372,28 @@ SELECT idempotency.extend_usage('function', 'citus_idempotent_abandon');
 SELECT idempotency.extend_usage('function', 'citus_lookup');
 
 /*
- * citus_setup() also distributes the delegates, by the key, co-located with
- * the registry, with force_delegation; run it again after updating.  The
- * rest is as in 1.0.
+ * citus_setup(distribute_by): distribute_by => 'key' (the default) is 1.0's
+ * layout; 'scope' distributes the registry and the tokens by their scope,
+ * in one co-location group, so that a tenant's requests and a tenant's
+ * business tables (distributed by a text COLLATE "C" tenant column,
+ * co-located with the registry) share a worker, and the inbox by its
+ * consumer, in a group of its own (inbox_receive runs on the coordinator,
+ * as the inbox's owner: a business table co-located with it would be
+ * written by two roles).  A table already distributed otherwise is refused
+ * (55000).
+ * It also distributes the delegates, by the same argument as the functions
+ * they stand for, with force_delegation; run it again after updating.  The
+ * rest is as in 1.0.  It replaces citus_setup(), whose grants it takes.
  */
-CREATE OR REPLACE FUNCTION idempotency.citus_setup()
+CREATE FUNCTION idempotency.citus_setup(distribute_by pg_catalog.text DEFAULT 'key')
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+	by_scope bool;
+	dist_col text;
+	f_arg int4;
 	saved_triggers text;
 	saved_factor text;
 	saved_ddl text;
@@ -399,16 +411,31 @@ BEGIN
 	PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
 	PERFORM set_config('citus.shard_replication_factor', '1', true);
 
+	IF distribute_by IS NULL OR distribute_by <> ALL (ARRAY['key', 'scope']) THEN
+		RAISE EXCEPTION 'invalid value for distribute_by: "%"', distribute_by
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Distribute by ''key'' or by ''scope''.';
+	END IF;
+	by_scope := distribute_by = 'scope';
+
 	FOR t IN
 		SELECT v.rel::regclass AS rel, v.col, v.colocate
-		  FROM (VALUES (1, 'idempotency.registry', 'key', 'none'),
-					   (2, 'idempotency.tokens', 'token', 'idempotency.registry'),
-					   (3, 'idempotency.inbox', 'message_id', 'none'),
+		  FROM (VALUES (1, 'idempotency.registry', CASE WHEN by_scope THEN 'scope' ELSE 'key' END, 'none'),
+					   (2, 'idempotency.tokens', CASE WHEN by_scope THEN 'scope' ELSE 'token' END, 'idempotency.registry'),
+					   (3, 'idempotency.inbox', CASE WHEN by_scope THEN 'consumer' ELSE 'message_id' END, 'none'),
 					   (4, 'idempotency.state_machines', NULL, NULL),
 					   (5, 'idempotency.outbox', 'ordering_key', 'none')) AS v(ord, rel, col, colocate)
 		 ORDER BY v.ord
 	LOOP
-		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel);
+		SELECT CASE WHEN p.partkey IS NOT NULL THEN column_to_column_name(p.logicalrelid, p.partkey) END
+		  INTO dist_col
+		  FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel;
+		IF FOUND AND t.col IS NOT NULL AND dist_col IS DISTINCT FROM t.col THEN
+			RAISE EXCEPTION 'table % is already distributed by column "%"', t.rel, dist_col
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = format('citus_setup(distribute_by => %L) cannot redistribute it: start from citus_drop_tables(), or call citus_setup() with the distribution it has.', distribute_by);
+		END IF;
+		CONTINUE WHEN FOUND;
 		IF t.col IS NULL THEN
 			PERFORM create_reference_table(t.rel);
 		ELSE
@@ -418,23 +445,25 @@ BEGIN
 	END LOOP;
 
 	FOR f IN
-		SELECT v.fn::regprocedure AS fn, v.arg, v.colocate, v.force
-		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', '$1', 'idempotency.registry', false),
-					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', '$1', 'idempotency.registry', false),
-					   ('idempotency.idempotent_abandon(text, text, integer)', '$1', 'idempotency.registry', false),
-					   ('idempotency.lookup(text, text, jsonb)', '$1', 'idempotency.registry', false),
-					   ('idempotency.citus_idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', '$1', 'idempotency.registry', true),
-					   ('idempotency.citus_idempotent_finish(idempotency.key, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', '$1', 'idempotency.registry', true),
-					   ('idempotency.citus_idempotent_abandon(idempotency.key, text, integer)', '$1', 'idempotency.registry', true),
-					   ('idempotency.citus_lookup(idempotency.key, text, jsonb)', '$1', 'idempotency.registry', true),
-					   ('idempotency.consume_token(text, text)', '$1', 'idempotency.tokens', false),
-					   ('idempotency.inbox_receive(text, text, interval)', '$2', 'idempotency.inbox', false)) AS v(fn, arg, colocate, force)
+		SELECT v.fn::regprocedure AS fn, v.key_arg, v.scope_arg, v.colocate, v.force
+		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', false),
+					   ('idempotency.idempotent_abandon(text, text, integer)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.lookup(text, text, jsonb)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.citus_idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_finish(idempotency.key, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_abandon(idempotency.key, text, integer)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.citus_lookup(idempotency.key, text, jsonb)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.consume_token(text, text)', 1, 2, 'idempotency.tokens', false),
+					   ('idempotency.inbox_receive(text, text, interval)', 2, 1, 'idempotency.inbox', false))
+			   AS v(fn, key_arg, scope_arg, colocate, force)
 	LOOP
+		f_arg := CASE WHEN by_scope THEN f.scope_arg ELSE f.key_arg END;
 		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_object AS o
 							   WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.fn
-								 AND o.distribution_argument_index IS NOT NULL
+								 AND o.distribution_argument_index = f_arg - 1
 								 AND o.force_delegation IS NOT DISTINCT FROM f.force);
-		PERFORM create_distributed_function(f.fn, f.arg, colocate_with => f.colocate,
+		PERFORM create_distributed_function(f.fn, '$' || f_arg, colocate_with => f.colocate,
 											force_delegation => f.force);
 	END LOOP;
 
@@ -514,5 +543,70 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION idempotency.citus_setup() IS
-'distribute the extension''s tables and functions with Citus; run on the coordinator, again after granting by hand';
+COMMENT ON FUNCTION idempotency.citus_setup(pg_catalog.text) IS
+'distribute the extension''s tables (by key or by scope) and functions with Citus; run on the coordinator, again after granting by hand';
+
+REVOKE ALL ON FUNCTION idempotency.citus_setup(pg_catalog.text) FROM PUBLIC;
+SELECT idempotency.carry_privileges('idempotency.citus_setup()', 'idempotency.citus_setup(pg_catalog.text)');
+DROP FUNCTION idempotency.citus_setup();
+
+/*
+ * citus_status() also shows the delegates.  The rest is as in 1.0.
+ */
+CREATE OR REPLACE FUNCTION idempotency.citus_status(OUT object pg_catalog.text,
+										 OUT kind pg_catalog.text,
+										 OUT distribution pg_catalog.text,
+										 OUT distributed_by pg_catalog.text,
+										 OUT colocation_id pg_catalog.int4,
+										 OUT shards pg_catalog.int4)
+RETURNS SETOF pg_catalog.record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	RETURN QUERY
+		SELECT v.oid::regclass::text, 'view',
+			   CASE WHEN pg_get_viewdef(v.oid) LIKE '%citus_my_%' THEN 'owner-run' ELSE 'local' END,
+			   NULL::text, NULL::int4, NULL::int4
+		  FROM pg_class AS v
+		 WHERE v.relnamespace = 'idempotency'::regnamespace AND v.relkind = 'v'
+		   AND v.relname = ANY (ARRAY['my_records', 'my_tokens', 'my_outbox']);
+	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
+		RETURN QUERY
+			SELECT c.oid::regclass::text, 'table', 'local', NULL::text, NULL::int4, NULL::int4
+			  FROM pg_class AS c
+			 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+			 ORDER BY 1;
+		RETURN;
+	END IF;
+	RETURN QUERY
+		SELECT c.oid::regclass::text, 'table',
+			   CASE WHEN p.partmethod = 'h' THEN 'distributed'
+					WHEN p.partmethod = 'n' AND p.repmodel = 't' THEN 'reference'
+					WHEN p.partmethod IS NOT NULL THEN 'citus local'
+					ELSE 'local' END,
+			   CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END,
+			   p.colocationid,
+			   CASE WHEN p.partmethod IS NOT NULL
+					THEN (SELECT count(*)::int4 FROM pg_dist_shard AS s WHERE s.logicalrelid = c.oid) END
+		  FROM pg_class AS c
+		  LEFT JOIN pg_dist_partition AS p ON p.logicalrelid = c.oid
+		 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+		 ORDER BY 1;
+	RETURN QUERY
+		SELECT f.oid::regprocedure::text, 'function',
+			   CASE WHEN o.distribution_argument_index IS NOT NULL THEN 'distributed' ELSE 'local' END,
+			   f.proargnames[o.distribution_argument_index + 1],
+			   o.colocationid, NULL::int4
+		  FROM pg_proc AS f
+		  LEFT JOIN pg_dist_object AS o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+		 WHERE f.pronamespace = 'idempotency'::regnamespace
+		   AND f.proname = ANY (ARRAY['idempotent_begin', 'idempotent_finish', 'idempotent_abandon',
+									  'lookup', 'consume_token', 'inbox_receive', 'inbox_receive_batch',
+									  'issue_token', 'outbox_send', 'outbox_fetch', 'outbox_ack',
+									  'citus_idempotent_begin', 'citus_idempotent_finish',
+									  'citus_idempotent_abandon', 'citus_lookup'])
+		 ORDER BY 1;
+END;
+$$;
+
