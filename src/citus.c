@@ -98,34 +98,33 @@ static Oid	shard_cache_parent = InvalidOid;
  * distribution argument, and compares it with the registry's distribution
  * column by type as well as by value).  They are distributed by the key or,
  * with citus_setup(distribute_by => 'scope'), by the scope: pg_dist_object
- * says which argument.  require_arg: a boolean argument that, when true,
- * keeps the call on the coordinator (require_token also reads the tokens
- * table, by the token), or -1.
+ * says which argument.  A begin with require_token also reads the tokens
+ * table, co-located with the registry and distributed by the same value
+ * (the token is the key; or the scope), so it too stays within the pin.
  */
 typedef struct CitusDelegateDef
 {
 	const char *signature;		/* the delegate, as regprocedure input */
 	int			nargs;
-	int			require_arg;
 } CitusDelegateDef;
 
 static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_BEGIN] = {
 		"idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb,"
 		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)", 9, 6
+		" pg_catalog.interval, pg_catalog.bool)", 9
 	},
 	[CITUS_DELEGATE_FINISH] = {
 		"idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text,"
 		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
-		" pg_catalog.jsonb)", 9, -1
+		" pg_catalog.jsonb)", 9
 	},
 	[CITUS_DELEGATE_ABANDON] = {
 		"idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)",
-		3, -1
+		3
 	},
 	[CITUS_DELEGATE_LOOKUP] = {
-		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3, -1
+		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3
 	},
 };
 
@@ -149,6 +148,17 @@ static CitusDelegateState citus_delegate;
 
 /* Set while a call is being handed over: its delegate then runs here. */
 static bool citus_delegating = false;
+
+/*
+ * Set when the tokens were written here as their owner in the current
+ * transaction (issue_token, consume_token): their shards are co-located
+ * with the registry's, and a call handed over on the caller's connection
+ * could touch placements the owner's connection modified, which Citus
+ * refuses.  The rest of the transaction runs its calls here, as before.
+ * Reset at the end of the transaction.
+ */
+static bool citus_owner_in_xact = false;
+static bool citus_xact_callback_registered = false;
 
 /*
  * IdempotencyCitusInvalidate
@@ -923,15 +933,12 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 	char		nulls[SQL_MAX_ARGS];
 	volatile int rc = 0;
 
-	if (citus_delegating)
+	if (citus_delegating || citus_owner_in_xact)
 		return false;
 	if (!citus_delegate.valid)
 		citus_delegate_refresh();
 	if (!citus_delegate.active[which] || PG_NARGS() != def->nargs ||
 		PG_ARGISNULL(citus_delegate.distarg[which]))
-		return false;
-	if (def->require_arg >= 0 && !PG_ARGISNULL(def->require_arg) &&
-		PG_GETARG_BOOL(def->require_arg))
 		return false;
 
 	for (int i = 0; i < def->nargs; i++)
@@ -989,4 +996,43 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 	}
 	SPI_finish();
 	return true;
+}
+
+/*
+ * citus_xact_callback
+ *		Forget, at the end of each transaction, that the tokens were written
+ *		in it as their owner.
+ */
+static void
+citus_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			citus_owner_in_xact = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * IdempotencyCitusNoteOwnerAccess
+ *		The tokens are about to be written here as their owner: later calls
+ *		in this transaction are not handed over (see citus_owner_in_xact).
+ *		Costs a store.
+ */
+void
+IdempotencyCitusNoteOwnerAccess(void)
+{
+	if (!citus_xact_callback_registered)
+	{
+		RegisterXactCallback(citus_xact_callback, NULL);
+		citus_xact_callback_registered = true;
+	}
+	citus_owner_in_xact = true;
 }

@@ -43,6 +43,7 @@ typedef enum CitusDelegate
 extern void IdempotencyCitusInvalidate(Oid relid);
 extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,
 									 Datum *result);
+extern void IdempotencyCitusNoteOwnerAccess(void);
 extern char IdempotencyCitusPartMethod(CitusTable table);
 extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
 									uint64 *deleted);

@@ -207,6 +207,48 @@ $coord->safe_psql('postgres',
 	"SET ROLE app_a; BEGIN; SELECT pay('$spread[0]', 1); SELECT pay('$spread[1]', 1); COMMIT;");
 ok(twopc() > $before, 'two keys on two workers in one transaction do commit in two phases (the count works)');
 
+# --- calls that run as the owner on the coordinator first ----------------------
+
+# require_token reads the tokens, co-located and distributed by the same
+# value: handed over too
+my $token = $coord->safe_psql('postgres', q{SET ROLE app_a; SELECT idempotency.issue_token()});
+$before = twopc();
+is($coord->safe_psql('postgres', qq{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('$token', require_token => true);
+	INSERT INTO charges (key, amount) VALUES ('$token', 2);
+	SELECT idempotency.idempotent_finish('$token', '{}');
+	COMMIT;
+}), "execute\ncompleted", 'a begin with require_token, a business write and the finish');
+is(twopc(), $before, 'in one phase');
+
+# my_records read first (as the owner) does not stand in the way
+$before = twopc();
+is($coord->safe_psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT count(*) > 0 FROM idempotency.my_records;
+	SELECT pay('after-read', 1);
+	COMMIT;
+}), "t\n{\"charged\": 1}", 'my_records read, then a request, in one transaction');
+is(twopc(), $before, 'in one phase');
+
+# once the tokens were written as their owner in a transaction, its later
+# calls stay on the coordinator, as before (Citus would refuse co-located
+# placements written over both connections)
+$before = twopc();
+is($coord->safe_psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT idempotency.issue_token() AS t \gset
+	SELECT outcome FROM idempotency.idempotent_begin(:'t', require_token => true);
+	INSERT INTO apart VALUES (:'t', 1);
+	SELECT idempotency.idempotent_finish(:'t', '{}');
+	COMMIT;
+}), "execute\ncompleted", 'a token issued, then a request with it: its calls stay on the coordinator');
+ok(twopc() > $before, 'in two phases, as with 1.0');
+
 # --- the answers are the worker's, errors included ---------------------------
 
 ($ret, $out, $err) = $coord->psql('postgres', q{
