@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 #
-# bench/citus.sh: the registry through a Citus coordinator (a coordinator and
-# two workers on this machine, idempotency.citus_setup() run) against the same
-# calls on a single server, side by side in one run, reported as ratios.
+# bench/citus.sh: what a Citus user compares.  On one 3-node cluster (a
+# coordinator and two workers on this machine, idempotency.citus_setup()
+# run), through the coordinator, as an application role (grant_usage(), as
+# README says applications connect), the extension's request against the
+# same request written by hand, side by side in one run, as ratios:
 #
 #   execute: a new key each request: claim + one business INSERT + result,
-#            one PL/pgSQL call on the coordinator (bench/citus_bench.sql); the
-#            business table is distributed by its key, not co-located with
-#            the registry, as doc/scaling-out.md says
+#            one PL/pgSQL call (bench/citus_bench.sql, bench_pay); the
+#            business table is distributed by the key, co-located with the
+#            registry
 #   replay:  the same call for a completed key
-#   begin:   a top-level idempotent_begin for a completed key, which Citus
-#            runs on the key's worker (a delegated call)
+#
+# and "by hand" the same two with a keys table of the application's own,
+# distributed by the key and co-located with its business table (hand_pay).
+# It also counts the two-phase commits each variant made: the coordinator
+# keeps a row in pg_dist_transaction per worker of each two-phase commit
+# (recovery is held off during the run), reported per request.
 #
 # Needs Citus installed in the PostgreSQL under test ($PG_BINDIR, as for the
 # tests); it is in no package registry these machines reach.  Run as root on
 # Debian 12:
 #   bash bench/citus.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS] [REPLAY-KEYS]
 # synchronous_commit is off on every node, as in the other benchmarks.  The
-# variants run in turn, ROUNDS times over, and each reports its median.  All
-# four servers share the machine's cores with pgbench, so the Citus figures
-# are a floor: on real hardware each worker has cores of its own.
+# variants run in turn, ROUNDS times over, and each reports its median.  The
+# three servers share the machine's cores with pgbench.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,17 +41,17 @@ if [ ! -f "$citus_so" ]; then
 	exit 2
 fi
 
+install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-contrib
+build_and_install "$top" "$PG_CFLAGS_RELEASE"
 settings=("synchronous_commit = off" "shared_buffers = 256MB" "max_wal_size = 4GB"
 	"idempotency.cleanup_interval = 0")
-bench_prepare "${settings[@]}"
 
 # the Citus nodes: coordinator, worker1, worker2 on three consecutive ports
 citus_dir=$(mktemp -d /tmp/idempotency-citus.XXXXXX)
 chown postgres:postgres "$citus_dir"
-citus_port=$((port + 1))
+citus_port=$((20000 + RANDOM % 20000))
 trap 'for n in coord worker1 worker2; do as_postgres pg_ctl -D "$citus_dir/$n" -m immediate stop >/dev/null 2>&1 || true; done
-	rm -rf "$citus_dir"
-	as_postgres pg_ctl -D "$cluster/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$cluster"' EXIT
+	rm -rf "$citus_dir"' EXIT
 echo "==> starting a coordinator and two workers in $citus_dir (ports $citus_port-$((citus_port + 2)))"
 i=0
 for n in coord worker1 worker2; do
@@ -58,13 +63,15 @@ for n in coord worker1 worker2; do
 		echo "unix_socket_directories = '$citus_dir'"
 		echo "max_connections = 200"
 		echo "max_prepared_transactions = 200"
+		# two-phase commits stay in pg_dist_transaction until counted
+		echo "citus.recover_2pc_interval = -1"
 		for s in "${settings[@]}"; do echo "$s"; done
 	} >>"$citus_dir/$n/postgresql.conf"
 	as_postgres pg_ctl -D "$citus_dir/$n" -l "$citus_dir/$n.log" -w start >/dev/null
 	i=$((i + 1))
 done
 
-# psql_citus PORT-OFFSET ARGS...: psql on one of the Citus nodes
+# psql_citus PORT-OFFSET ARGS...: psql on one of the Citus nodes, as postgres
 psql_citus() {
 	local offset=$1
 	shift
@@ -78,55 +85,73 @@ psql_citus 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $citus_port)" \
 	-c "SELECT citus_add_node('127.0.0.1', $((citus_port + 1)))" \
 	-c "SELECT citus_add_node('127.0.0.1', $((citus_port + 2)))" \
 	-c "CREATE EXTENSION idempotency" -c "SELECT idempotency.citus_setup()" >/dev/null
-
-# the same tables, function and completed keys on both; distributed on Citus
-psql_cluster -c "CREATE EXTENSION idempotency" >/dev/null
-psql_cluster -v replay_keys="$replay_keys" -v distribute=false -f "$top/bench/citus_bench.sql" >/dev/null
-psql_citus 0 -v replay_keys="$replay_keys" -v distribute=true -f "$top/bench/citus_bench.sql" >/dev/null
+psql_citus 0 -v replay_keys="$replay_keys" -f "$top/bench/citus_bench.sql" >/dev/null
 
 scripts=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
 chmod 755 "$scripts"
-printf '\\set id random(1, 1000000000000)\nSELECT bench_pay(:client_id || %s || :id, 1);\n' "'-'" >"$scripts/execute.sql"
-printf '\\set id random(1, %d)\nSELECT bench_pay(%s || :id, 1);\n' "$replay_keys" "'r'" >"$scripts/replay.sql"
-printf '\\set id random(1, %d)\nSELECT outcome FROM idempotency.idempotent_begin((%s || :id)::idempotency.key);\n' \
-	"$replay_keys" "'r'" >"$scripts/begin.sql"
+for fn in bench_pay hand_pay; do
+	printf '\\set id random(1, 1000000000000)\nSELECT %s(:client_id || %s || :id, 1);\n' "$fn" "'-'" >"$scripts/execute_$fn.sql"
+	printf '\\set id random(1, %d)\nSELECT %s(%s || :id, 1);\n' "$replay_keys" "$fn" "'r'" >"$scripts/replay_$fn.sql"
+done
 chmod 644 "$scripts"/*.sql
 
-# tps SCRIPT HOST PORT: run one pgbench and print its TPS
-tps() {
-	as_postgres pgbench -n -M prepared -c "$clients" -j "$clients" -T "$seconds" \
-		-h "$2" -p "$3" -f "$scripts/$1.sql" postgres 2>/dev/null |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+# twopc: two-phase commits so far (distinct distributed transactions in
+# pg_dist_transaction: gid citus_<group>_<pid>_<transaction>_<connection>)
+twopc() {
+	psql_citus 0 -Atc "SELECT count(DISTINCT pg_catalog.regexp_replace(gid, '_[0-9]+\$', '')) FROM pg_dist_transaction"
 }
 
-paths="execute replay begin"
-echo "==> pgbench: $clients clients, $seconds s per run, $rounds rounds, $replay_keys completed keys"
-declare -A all
+# run SCRIPT: one pgbench as the application role; prints "TPS REQUESTS 2PC"
+run() {
+	local before after out
+	before=$(twopc)
+	out=$(as_postgres pgbench -n -M prepared -c "$clients" -j "$clients" -T "$seconds" \
+		-h "$citus_dir" -p "$citus_port" -U app -f "$scripts/$1.sql" postgres 2>/dev/null)
+	after=$(twopc)
+	echo "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")" \
+		"$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")" \
+		"$((after - before))"
+}
+
+paths="execute replay"
+echo "==> pgbench as role app through the coordinator: $clients clients, $seconds s per run, $rounds rounds, $replay_keys completed keys"
+declare -A all requests twophase
 for round in $(seq "$rounds"); do
 	for p in $paths; do
-		all[${p}_single]="${all[${p}_single]:-} $(tps "$p" "$cluster" "$port")"
-		all[${p}_citus]="${all[${p}_citus]:-} $(tps "$p" "$citus_dir" "$citus_port")"
+		for fn in bench_pay hand_pay; do
+			read -r t n c <<<"$(run "${p}_$fn")"
+			all[${p}_$fn]="${all[${p}_$fn]:-} $t"
+			requests[${p}_$fn]=$(( ${requests[${p}_$fn]:-0} + n ))
+			twophase[${p}_$fn]=$(( ${twophase[${p}_$fn]:-0} + c ))
+		done
 	done
 done
 rm -rf "$scripts"
 
 declare -A r
 for p in $paths; do
-	for where in single citus; do
-		v=${p}_$where
+	for fn in bench_pay hand_pay; do
+		v=${p}_$fn
 		r[$v]=$(median ${all[$v]})
-		printf '   %-16s median %8.0f tps   (runs:%s)\n' "$v" "${r[$v]}" "${all[$v]}"
+		printf '   %-18s median %8.0f tps   (runs:%s)   %d two-phase commits in %d requests\n' \
+			"$v" "${r[$v]}" "${all[$v]}" "${twophase[$v]}" "${requests[$v]}"
 	done
 done
 
 # nothing was lost or doubled on the way
-rows=$(psql_citus 0 -Atc "SELECT count(*) FROM bench_charges WHERE key NOT LIKE 'r%'")
+rows=$(psql_citus 0 -Atc "SELECT count(*) FROM bench_charges WHERE key::text NOT LIKE 'r%'")
 records=$(psql_citus 0 -Atc "SELECT count(*) FROM idempotency.registry WHERE key::text NOT LIKE 'r%'")
-echo "   citus: $rows charges for $records executed keys"
+echo "   extension: $rows charges for $records executed keys"
+[ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
+rows=$(psql_citus 0 -Atc "SELECT count(*) FROM hand_charges WHERE key NOT LIKE 'r%'")
+records=$(psql_citus 0 -Atc "SELECT count(*) FROM hand_keys WHERE key NOT LIKE 'r%'")
+echo "   by hand: $rows charges for $records executed keys"
 [ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
 
 echo
-echo "==> ratios, Citus coordinator / single server (a 3-node cluster on one machine)"
+echo "==> ratios, extension / by hand (a 3-node cluster on one machine, as role app)"
 for p in $paths; do
-	printf '   %-8s %sx\n' "$p" "$(ratio "${r[${p}_citus]}" "${r[${p}_single]}")"
+	printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
+		"$(ratio "${r[${p}_bench_pay]}" "${r[${p}_hand_pay]}")" \
+		"$(awk -v c="${twophase[${p}_bench_pay]}" -v n="${requests[${p}_bench_pay]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
 done

@@ -1,14 +1,17 @@
--- bench/citus_bench.sql: what bench/citus.sh runs, on the single server and
--- on the Citus coordinator (psql variables distribute and replay_keys).
+-- bench/citus_bench.sql: what bench/citus.sh sets up on the Citus
+-- coordinator (psql variable replay_keys): an application role, the
+-- extension's request and the same request written by hand.
 
--- the business write, distributed by its key under Citus, in a co-location
--- group of its own (doc/scaling-out.md)
-CREATE TABLE bench_charges (key text PRIMARY KEY, amount int NOT NULL);
-\if :distribute
-SELECT create_distributed_table('bench_charges', 'key', colocate_with => 'none');
-\endif
+CREATE ROLE app LOGIN;
+SELECT idempotency.grant_usage('app');
 
--- the handler of doc/idempotency-keys.md: claim, business write, result
+-- the extension's request: the business table distributed by the key,
+-- co-located with the registry (doc/scaling-out.md)
+CREATE TABLE bench_charges (key idempotency.key PRIMARY KEY, amount int NOT NULL);
+SELECT create_distributed_table('bench_charges', 'key', colocate_with => 'idempotency.registry');
+GRANT SELECT, INSERT ON bench_charges TO app;
+
+-- the README's handler: claim, business write, result
 CREATE FUNCTION bench_pay(k text, amount int) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -16,16 +19,49 @@ DECLARE
 	result jsonb;
 	status text;
 BEGIN
-	b := idempotency.idempotent_begin(k::idempotency.key);
+	b := idempotency.idempotent_begin(k);
 	IF b.outcome <> 'execute' THEN
 		RETURN b.response;
 	END IF;
 	INSERT INTO bench_charges VALUES (k, amount);
 	result := jsonb_build_object('charged', amount);
-	status := idempotency.idempotent_finish(k::idempotency.key, result, attempt => b.attempt);
+	status := idempotency.idempotent_finish(k, result, attempt => b.attempt);
 	RETURN result;
 END $$;
 
+-- by hand: a keys table of the application's own, distributed by the key
+-- and co-located with the business table; claim with INSERT ... ON
+-- CONFLICT, replay the stored response, store it after the business write
+CREATE TABLE hand_keys (key text PRIMARY KEY, status text NOT NULL, response jsonb,
+						created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE hand_charges (key text PRIMARY KEY, amount int NOT NULL);
+SELECT create_distributed_table('hand_keys', 'key', colocate_with => 'none');
+SELECT create_distributed_table('hand_charges', 'key', colocate_with => 'hand_keys');
+GRANT SELECT, INSERT, UPDATE ON hand_keys, hand_charges TO app;
+
+CREATE FUNCTION hand_pay(k text, amount int) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+	claimed text;
+	result jsonb;
+BEGIN
+	INSERT INTO hand_keys (key, status) VALUES (k, 'processing')
+		ON CONFLICT (key) DO NOTHING RETURNING key INTO claimed;
+	IF claimed IS NULL THEN
+		SELECT h.response INTO result FROM hand_keys AS h WHERE h.key = k;
+		RETURN result;
+	END IF;
+	INSERT INTO hand_charges VALUES (k, amount);
+	result := jsonb_build_object('charged', amount);
+	UPDATE hand_keys SET status = 'completed', response = result WHERE key = k;
+	RETURN result;
+END $$;
+
+GRANT EXECUTE ON FUNCTION bench_pay(text, int), hand_pay(text, int) TO app;
+
 -- completed keys for the replay paths: r1 .. r<replay_keys>
+SET ROLE app;
 SELECT count(bench_pay('r' || i, i)) FROM generate_series(1, :replay_keys) AS i;
+SELECT count(hand_pay('r' || i, i)) FROM generate_series(1, :replay_keys) AS i;
+RESET ROLE;
 VACUUM ANALYZE;

@@ -28,6 +28,12 @@
  * - my_records and my_tokens (rule 14): citus_setup() points the views at
  *	 functions that read the rows as the registry's owner, because Citus
  *	 checks shard privileges as the caller.
+ * - One request, one worker, one connection (doc/scaling-out-single-shard.md):
+ *	 on the coordinator, idempotent_begin, idempotent_finish,
+ *	 idempotent_abandon and lookup hand their call to the worker holding the
+ *	 key, through Citus's forced function delegation, as the caller.  The
+ *	 caller's business writes in the same transaction travel over the same
+ *	 connection, so Citus commits them with the record in one phase.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -42,15 +48,18 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "citus.h"
@@ -83,6 +92,75 @@ static Oid	shard_cache_relid = InvalidOid;
 static Oid	shard_cache_parent = InvalidOid;
 
 /*
+ * The API functions that hand their calls to a worker, and the functions
+ * they hand them to: the same C entry points declared with the key as an
+ * idempotency.key (Citus pins a forced delegation to the value of the
+ * distribution argument, and compares it with the registry's distribution
+ * column by type as well as by value).  They are distributed by the key or,
+ * with citus_setup(distribute_by => 'scope'), by the scope: pg_dist_object
+ * says which argument.  A begin with require_token also reads the tokens
+ * table, co-located with the registry and distributed by the same value
+ * (the token is the key; or the scope), so it too stays within the pin.
+ */
+typedef struct CitusDelegateDef
+{
+	const char *signature;		/* the delegate, as regprocedure input */
+	int			nargs;
+} CitusDelegateDef;
+
+static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
+	[CITUS_DELEGATE_BEGIN] = {
+		"idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb,"
+		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
+		" pg_catalog.interval, pg_catalog.bool)", 9
+	},
+	[CITUS_DELEGATE_FINISH] = {
+		"idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text,"
+		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
+		" pg_catalog.jsonb)", 9
+	},
+	[CITUS_DELEGATE_ABANDON] = {
+		"idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)",
+		3
+	},
+	[CITUS_DELEGATE_LOOKUP] = {
+		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3
+	},
+};
+
+/*
+ * Per backend: whether this node hands calls over (the coordinator, with the
+ * registry distributed and the delegates distributed with force_delegation),
+ * and each delegate's kept plan.  Reset by an invalidation of the registry or
+ * of pg_dist_object (Citus sends one when it distributes a function).
+ */
+typedef struct CitusDelegateState
+{
+	bool		valid;
+	Oid			dist_object_relid;	/* pg_dist_object, watched */
+	bool		active[CITUS_NUM_DELEGATES];
+	int			distarg[CITUS_NUM_DELEGATES];	/* the key's or the scope's
+												 * argument */
+	SPIPlanPtr	plans[CITUS_NUM_DELEGATES];
+} CitusDelegateState;
+
+static CitusDelegateState citus_delegate;
+
+/* Set while a call is being handed over: its delegate then runs here. */
+static bool citus_delegating = false;
+
+/*
+ * Set when the tokens were written here as their owner in the current
+ * transaction (issue_token, consume_token): their shards are co-located
+ * with the registry's, and a call handed over on the caller's connection
+ * could touch placements the owner's connection modified, which Citus
+ * refuses.  The rest of the transaction runs its calls here, as before.
+ * Reset at the end of the transaction.
+ */
+static bool citus_owner_in_xact = false;
+static bool citus_xact_callback_registered = false;
+
+/*
  * IdempotencyCitusInvalidate
  *		Forget what we know about a table when it (or everything) is
  *		invalidated; called by the extension's relcache callback.
@@ -95,6 +173,9 @@ IdempotencyCitusInvalidate(Oid relid)
 			citus_tables[i].valid = false;
 	if (relid == InvalidOid || relid == shard_cache_relid)
 		shard_cache_relid = InvalidOid;
+	if (relid == InvalidOid || relid == citus_delegate.dist_object_relid ||
+		relid == citus_tables[CITUS_REGISTRY].relid)
+		citus_delegate.valid = false;
 }
 
 /*
@@ -711,4 +792,252 @@ idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
 				   " FROM idempotency.tokens AS t WHERE t.owner OPERATOR(pg_catalog.=) $1",
 				   citus_emit_token);
 	return (Datum) 0;
+}
+
+/*
+ * citus_delegate_refresh
+ *		Decide again whether this backend hands calls over, and drop the kept
+ *		plans.  It does on the Citus coordinator (group 0), with the 1.1 SQL
+ *		objects, the registry hash-distributed and each delegate a member of
+ *		the extension distributed with force_delegation (citus_setup() of
+ *		1.1 does that).
+ */
+static void
+citus_delegate_refresh(void)
+{
+	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
+
+	for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
+	{
+		citus_delegate.active[i] = false;
+		if (citus_delegate.plans[i] != NULL)
+			SPI_freeplan(citus_delegate.plans[i]);
+		citus_delegate.plans[i] = NULL;
+	}
+	citus_delegate.dist_object_relid = get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE);
+
+	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_1 &&
+		OidIsValid(citus_delegate.dist_object_relid) &&
+		IdempotencyCitusPartMethod(CITUS_REGISTRY) == 'h')
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (citus_local_group() == 0)
+		{
+			for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
+			{
+				Oid			argtypes[2] = {TEXTOID, OIDOID};
+				Datum		values[2];
+				bool		isnull;
+
+				values[0] = CStringGetTextDatum(citus_delegate_defs[i].signature);
+				values[1] = ObjectIdGetDatum(catalog->extoid);
+
+				citus_delegate.active[i] =
+					citus_query("SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
+								" JOIN pg_catalog.pg_depend AS d"
+								"   ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+								"  AND d.objid OPERATOR(pg_catalog.=) o.objid"
+								"  AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+								"  AND d.refobjid OPERATOR(pg_catalog.=) $2"
+								"  AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+								" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+								"   AND o.objid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure($1)"
+								"   AND o.force_delegation"
+								"   AND o.distribution_argument_index IS NOT NULL",
+								2, argtypes, values) == 1;
+				if (citus_delegate.active[i])
+					citus_delegate.distarg[i] =
+						DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+				if (citus_delegate.active[i] &&
+					(citus_delegate.distarg[i] < 0 ||
+					 citus_delegate.distarg[i] >= citus_delegate_defs[i].nargs))
+					citus_delegate.active[i] = false;
+			}
+		}
+		SPI_finish();
+	}
+	citus_delegate.valid = true;
+}
+
+/*
+ * citus_delegate_plan
+ *		The kept plan of "SELECT * FROM <delegate>($1, ..., $n)", prepared on
+ *		first use.  SPI must be connected.
+ */
+static SPIPlanPtr
+citus_delegate_plan(CitusDelegate which)
+{
+	const CitusDelegateDef *def = &citus_delegate_defs[which];
+	StringInfoData sql;
+	Oid			fn;
+	HeapTuple	tuple;
+	Form_pg_proc proc;
+	SPIPlanPtr	plan;
+
+	if (citus_delegate.plans[which] != NULL)
+		return citus_delegate.plans[which];
+
+	fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
+											  CStringGetTextDatum(def->signature)));
+	if (!OidIsValid(fn))
+		elog(ERROR, "function %s does not exist", def->signature);
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for function %u", fn);
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	Assert(proc->pronargs == def->nargs);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM %s(",
+					 quote_qualified_identifier("idempotency", NameStr(proc->proname)));
+	for (int i = 0; i < def->nargs; i++)
+		appendStringInfo(&sql, "%s$%d", i == 0 ? "" : ", ", i + 1);
+	appendStringInfoChar(&sql, ')');
+
+	plan = SPI_prepare(sql.data, def->nargs, proc->proargtypes.values);
+	ReleaseSysCache(tuple);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql.data,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	citus_delegate.plans[which] = plan;
+	return plan;
+}
+
+/*
+ * IdempotencyCitusDelegate
+ *		On the Citus coordinator, run this call on the worker that holds its
+ *		key (or its scope), and return true with its result in *result; false where it is to
+ *		run here (a plain server, a worker, the 1.0 SQL objects, a call that
+ *		reads another shard, or the delegate itself when Citus kept it here).
+ *
+ * The call is made again, as the caller, to the function's delegate, which
+ * citus_setup() distributed with force_delegation: Citus sends it to the
+ * key's worker over the caller's own connection, inside the caller's
+ * transaction, where it runs as on one server (as the tables' owner, on the
+ * local shard).  Writes the caller then makes to tables co-located with the
+ * registry, for the same key (or scope), go over the same connection: one worker, one
+ * connection, a one-phase commit.  Run as the tables' owner on the
+ * coordinator, as before, the record would travel over a connection of the
+ * owner's and the business rows over the caller's, which Citus commits in
+ * two phases, and refuses outright for co-located shards.
+ *
+ * The call's claims are then known to the worker's backend (xactclaims.c),
+ * which every later call for the key in the transaction reaches again.
+ * Errors come back with the worker's SQLSTATE, message, detail and hint.
+ */
+bool
+IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *result)
+{
+	const CitusDelegateDef *def = &citus_delegate_defs[which];
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	Datum		values[SQL_MAX_ARGS];
+	char		nulls[SQL_MAX_ARGS];
+	volatile int rc = 0;
+
+	if (citus_delegating || citus_owner_in_xact)
+		return false;
+	if (!citus_delegate.valid)
+		citus_delegate_refresh();
+	if (!citus_delegate.active[which] || PG_NARGS() != def->nargs ||
+		PG_ARGISNULL(citus_delegate.distarg[which]))
+		return false;
+
+	for (int i = 0; i < def->nargs; i++)
+	{
+		values[i] = PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	citus_delegating = true;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(citus_delegate_plan(which), values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		citus_delegating = false;
+		SqlRethrowHidingQuery(caller_cxt);
+	}
+	PG_END_TRY();
+	citus_delegating = false;
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+
+	/* the answer, copied out of SPI's memory */
+	MemoryContextSwitchTo(caller_cxt);
+	{
+		TupleDesc	spidesc = SPI_tuptable->tupdesc;
+		HeapTuple	spituple = SPI_tuptable->vals[0];
+		TupleDesc	desc;
+
+		if (get_call_result_type(fcinfo, NULL, &desc) == TYPEFUNC_COMPOSITE)
+		{
+			Datum	   *outvalues = palloc(sizeof(Datum) * desc->natts);
+			bool	   *outnulls = palloc(sizeof(bool) * desc->natts);
+
+			if (spidesc->natts != desc->natts)
+				elog(ERROR, "delegated call returned %d columns, expected %d",
+					 spidesc->natts, desc->natts);
+			for (int i = 0; i < desc->natts; i++)
+				outvalues[i] = SPI_getbinval(spituple, spidesc, i + 1, &outnulls[i]);
+			desc = BlessTupleDesc(desc);
+			*result = HeapTupleGetDatum(heap_form_tuple(desc, outvalues, outnulls));
+		}
+		else
+		{
+			Form_pg_attribute att = TupleDescAttr(spidesc, 0);
+			bool		isnull;
+			Datum		value = SPI_getbinval(spituple, spidesc, 1, &isnull);
+
+			fcinfo->isnull = isnull;
+			*result = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
+		}
+	}
+	SPI_finish();
+	return true;
+}
+
+/*
+ * citus_xact_callback
+ *		Forget, at the end of each transaction, that the tokens were written
+ *		in it as their owner.
+ */
+static void
+citus_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			citus_owner_in_xact = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * IdempotencyCitusNoteOwnerAccess
+ *		The tokens are about to be written here as their owner: later calls
+ *		in this transaction are not handed over (see citus_owner_in_xact).
+ *		Costs a store.
+ */
+void
+IdempotencyCitusNoteOwnerAccess(void)
+{
+	if (!citus_xact_callback_registered)
+	{
+		RegisterXactCallback(citus_xact_callback, NULL);
+		citus_xact_callback_registered = true;
+	}
+	citus_owner_in_xact = true;
 }

@@ -13,6 +13,7 @@
 #ifndef IDEMPOTENCY_CITUS_H
 #define IDEMPOTENCY_CITUS_H
 
+#include "fmgr.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 
@@ -29,7 +30,20 @@ typedef enum CitusTable
 	CITUS_NUM_TABLES
 } CitusTable;
 
+/* The API functions that hand their calls to the key's worker. */
+typedef enum CitusDelegate
+{
+	CITUS_DELEGATE_BEGIN,
+	CITUS_DELEGATE_FINISH,
+	CITUS_DELEGATE_ABANDON,
+	CITUS_DELEGATE_LOOKUP,
+	CITUS_NUM_DELEGATES
+} CitusDelegate;
+
 extern void IdempotencyCitusInvalidate(Oid relid);
+extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,
+									 Datum *result);
+extern void IdempotencyCitusNoteOwnerAccess(void);
 extern char IdempotencyCitusPartMethod(CitusTable table);
 extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
 									uint64 *deleted);

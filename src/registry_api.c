@@ -58,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "citus.h"
 #include "compat.h"
 #include "extension.h"
 #include "idempotency.h"
@@ -730,10 +731,13 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	SqlCall		call;
 	Datum	   *values;
 	bool	   *nulls;
+	Datum		delegated;
 
 	IdempotencyCheckNargs(fcinfo, 9);
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_BEGIN, &delegated))
+		return delegated;
 	if (!PG_ARGISNULL(2))
 	{
 		args.request = PG_GETARG_JSONB_P(2);
@@ -1089,10 +1093,13 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 	Datum		scope;
 	Size		size = 0;
 	Jsonb	   *headers;
+	Datum		delegated;
 
 	IdempotencyCheckNargs(fcinfo, 9);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 2);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_FINISH, &delegated))
+		return delegated;
 	IdempotencyRequireArg(fcinfo, 4, "failed");
 	answer.failed = PG_GETARG_BOOL(4);
 
@@ -1156,10 +1163,13 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 {
 	Datum		key;
 	Datum		scope;
+	Datum		delegated;
 
 	IdempotencyCheckNargs(fcinfo, 3);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_ABANDON, &delegated))
+		PG_RETURN_VOID();
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
 	PG_RETURN_VOID();
 }
@@ -1186,10 +1196,13 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	RegistryRow rec;
 	bool		found = false;
 	int			matches_col;
+	Datum		delegated;
 
 	IdempotencyCheckNargs(fcinfo, 3);
 	key = IdempotencyKeyArg(fcinfo, 0);
 	scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_LOOKUP, &delegated))
+		return delegated;
 	if (!PG_ARGISNULL(2))
 		request = PG_GETARG_JSONB_P(2);
 	res = api_result(fcinfo, &result_cache, "found");

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "citus.h"
 #include "extension.h"
 #include "idempotency.h"
 #include "key.h"
@@ -119,6 +120,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	token = IdempotencyKeyFromBytes(str, strlen(str));
 
 	SqlCallBegin(&call);
+	IdempotencyCitusNoteOwnerAccess();
 	expires = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(1), "ttl");
 
 	values[0] = call.owner;
@@ -151,6 +153,7 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	values[1] = IdempotencyScopeArg(fcinfo, 1);
 
 	SqlCallBegin(&call);
+	IdempotencyCitusNoteOwnerAccess();
 	values[0] = call.owner;
 	values[3] = TimestampTzGetDatum(call.now);
 	consumed = SqlExecute(&consume_stmt, values, NULL) == 1;

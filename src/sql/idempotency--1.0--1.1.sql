@@ -241,3 +241,372 @@ COMMENT ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) I
 
 REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
+
+--
+-- Citus: one request, one worker, one connection
+--
+
+/*
+ * On the Citus coordinator, idempotent_begin, idempotent_finish,
+ * idempotent_abandon and lookup hand each call to the worker that holds the
+ * key, as the caller, through these delegates (src/citus.c,
+ * doc/scaling-out-single-shard.md).  They are the same C entry points with
+ * the key declared as an idempotency.key: citus_setup() distributes them by
+ * the key with force_delegation, and Citus pins a delegated call's
+ * transaction on the worker to the value of the key, compared by type as
+ * well as by value with the registry's.  Without Citus they behave exactly
+ * as the functions they stand for, so they are granted with them
+ * (application_api).
+ */
+CREATE FUNCTION idempotency.citus_idempotent_begin(key idempotency.key,
+												   scope pg_catalog.text,
+												   request pg_catalog.jsonb,
+												   ttl pg_catalog.interval,
+												   lease pg_catalog.interval,
+												   wait pg_catalog.bool,
+												   require_token pg_catalog.bool,
+												   max_wait pg_catalog.interval,
+												   defer_claim pg_catalog.bool,
+												   OUT outcome pg_catalog.text,
+												   OUT status pg_catalog.text,
+												   OUT response pg_catalog.jsonb,
+												   OUT attempt pg_catalog.int4,
+												   OUT expires_at pg_catalog.timestamptz,
+												   OUT lease_until pg_catalog.timestamptz,
+												   OUT status_code pg_catalog.int4,
+												   OUT body pg_catalog.bytea,
+												   OUT headers pg_catalog.jsonb,
+												   OUT previous_attempt pg_catalog.int4,
+												   OUT previous_end pg_catalog.text,
+												   OUT retry_after pg_catalog.int4)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
+'idempotent_begin as the key''s Citus worker runs it (every argument given)';
+
+CREATE FUNCTION idempotency.citus_idempotent_finish(key idempotency.key,
+													response pg_catalog.jsonb,
+													scope pg_catalog.text,
+													attempt pg_catalog.int4,
+													failed pg_catalog.bool,
+													status_code pg_catalog.int4,
+													body pg_catalog.bytea,
+													ttl pg_catalog.interval,
+													headers pg_catalog.jsonb)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_finish'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) IS
+'idempotent_finish as the key''s Citus worker runs it (every argument given)';
+
+CREATE FUNCTION idempotency.citus_idempotent_abandon(key idempotency.key,
+													 scope pg_catalog.text,
+													 attempt pg_catalog.int4)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_abandon'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) IS
+'idempotent_abandon as the key''s Citus worker runs it (every argument given)';
+
+CREATE FUNCTION idempotency.citus_lookup(key idempotency.key,
+										 scope pg_catalog.text,
+										 request pg_catalog.jsonb,
+										 OUT found pg_catalog.bool,
+										 OUT status pg_catalog.text,
+										 OUT response pg_catalog.jsonb,
+										 OUT status_code pg_catalog.int4,
+										 OUT body pg_catalog.bytea,
+										 OUT headers pg_catalog.jsonb,
+										 OUT attempt pg_catalog.int4,
+										 OUT expires_at pg_catalog.timestamptz,
+										 OUT lease_until pg_catalog.timestamptz,
+										 OUT request_matches pg_catalog.bool)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_lookup'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb) IS
+'lookup as the key''s Citus worker runs it (every argument given)';
+
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
+
+/*
+ * The delegates join the application API (the list above, again, with them
+ * at its end), and the roles grant_usage() was given to get them.
+ */
+CREATE OR REPLACE VIEW idempotency.application_api AS
+	SELECT v.object_type, v.object_name, v.privilege
+	  FROM (VALUES
+			('function', 'idempotent_begin', 'EXECUTE'),
+			('function', 'idempotent_finish', 'EXECUTE'),
+			('function', 'idempotent_abandon', 'EXECUTE'),
+			('function', 'lookup', 'EXECUTE'),
+			('view', 'my_records', 'SELECT'),
+			('function', 'inbox_receive', 'EXECUTE'),
+			('function', 'inbox_receive_batch', 'EXECUTE'),
+			('function', 'issue_token', 'EXECUTE'),
+			('function', 'consume_token', 'EXECUTE'),
+			('view', 'my_tokens', 'SELECT'),
+			('function', 'outbox_send', 'EXECUTE'),
+			('function', 'outbox_fetch', 'EXECUTE'),
+			('function', 'outbox_ack', 'EXECUTE'),
+			('view', 'my_outbox', 'SELECT'),
+			('function', 'lock', 'EXECUTE'),
+			('function', 'try_lock', 'EXECUTE'),
+			('function', 'citus_idempotent_begin', 'EXECUTE'),
+			('function', 'citus_idempotent_finish', 'EXECUTE'),
+			('function', 'citus_idempotent_abandon', 'EXECUTE'),
+			('function', 'citus_lookup', 'EXECUTE'))
+		   AS v (object_type, object_name, privilege);
+
+SELECT idempotency.extend_usage('function', 'citus_idempotent_begin');
+SELECT idempotency.extend_usage('function', 'citus_idempotent_finish');
+SELECT idempotency.extend_usage('function', 'citus_idempotent_abandon');
+SELECT idempotency.extend_usage('function', 'citus_lookup');
+
+/*
+ * citus_setup(distribute_by): distribute_by => 'key' (the default) is 1.0's
+ * layout; 'scope' distributes the registry and the tokens by their scope,
+ * in one co-location group, so that a tenant's requests and a tenant's
+ * business tables (distributed by a text COLLATE "C" tenant column,
+ * co-located with the registry) share a worker, and the inbox by its
+ * consumer, in a group of its own (inbox_receive runs on the coordinator,
+ * as the inbox's owner: a business table co-located with it would be
+ * written by two roles).  A table already distributed otherwise is refused
+ * (55000).
+ * It also distributes the delegates, by the same argument as the functions
+ * they stand for, with force_delegation; run it again after updating.  The
+ * rest is as in 1.0.  It replaces citus_setup(), whose grants it takes.
+ */
+CREATE FUNCTION idempotency.citus_setup(distribute_by pg_catalog.text DEFAULT 'key')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	by_scope bool;
+	dist_col text;
+	f_arg int4;
+	saved_triggers text;
+	saved_factor text;
+	saved_ddl text;
+	t record;
+	f record;
+	node record;
+	views text;
+	grants text;
+BEGIN
+	PERFORM idempotency.citus_require_coordinator();
+
+	saved_triggers := current_setting('citus.enable_unsafe_triggers');
+	saved_factor := current_setting('citus.shard_replication_factor');
+	saved_ddl := current_setting('citus.enable_ddl_propagation');
+	PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+	PERFORM set_config('citus.shard_replication_factor', '1', true);
+
+	IF distribute_by IS NULL OR distribute_by <> ALL (ARRAY['key', 'scope']) THEN
+		RAISE EXCEPTION 'invalid value for distribute_by: "%"', distribute_by
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Distribute by ''key'' or by ''scope''.';
+	END IF;
+	by_scope := distribute_by = 'scope';
+
+	FOR t IN
+		SELECT v.rel::regclass AS rel, v.col, v.colocate
+		  FROM (VALUES (1, 'idempotency.registry', CASE WHEN by_scope THEN 'scope' ELSE 'key' END, 'none'),
+					   (2, 'idempotency.tokens', CASE WHEN by_scope THEN 'scope' ELSE 'token' END, 'idempotency.registry'),
+					   (3, 'idempotency.inbox', CASE WHEN by_scope THEN 'consumer' ELSE 'message_id' END, 'none'),
+					   (4, 'idempotency.state_machines', NULL, NULL),
+					   (5, 'idempotency.outbox', 'ordering_key', 'none')) AS v(ord, rel, col, colocate)
+		 ORDER BY v.ord
+	LOOP
+		SELECT CASE WHEN p.partkey IS NOT NULL THEN column_to_column_name(p.logicalrelid, p.partkey) END
+		  INTO dist_col
+		  FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel;
+		IF FOUND AND t.col IS NOT NULL AND dist_col IS DISTINCT FROM t.col THEN
+			RAISE EXCEPTION 'table % is already distributed by column "%"', t.rel, dist_col
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = format('citus_setup(distribute_by => %L) cannot redistribute it: start from citus_drop_tables(), or call citus_setup() with the distribution it has.', distribute_by);
+		END IF;
+		CONTINUE WHEN FOUND;
+		IF t.col IS NULL THEN
+			PERFORM create_reference_table(t.rel);
+		ELSE
+			PERFORM create_distributed_table(t.rel, t.col, colocate_with => t.colocate);
+		END IF;
+		PERFORM truncate_local_data_after_distributing_table(t.rel);
+	END LOOP;
+
+	FOR f IN
+		SELECT v.fn::regprocedure AS fn, v.key_arg, v.scope_arg, v.colocate, v.force
+		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', false),
+					   ('idempotency.idempotent_abandon(text, text, integer)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.lookup(text, text, jsonb)', 1, 2, 'idempotency.registry', false),
+					   ('idempotency.citus_idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_finish(idempotency.key, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_abandon(idempotency.key, text, integer)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.citus_lookup(idempotency.key, text, jsonb)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.consume_token(text, text)', 1, 2, 'idempotency.tokens', false),
+					   ('idempotency.inbox_receive(text, text, interval)', 2, 1, 'idempotency.inbox', false))
+			   AS v(fn, key_arg, scope_arg, colocate, force)
+	LOOP
+		f_arg := CASE WHEN by_scope THEN f.scope_arg ELSE f.key_arg END;
+		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_object AS o
+							   WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.fn
+								 AND o.distribution_argument_index = f_arg - 1
+								 AND o.force_delegation IS NOT DISTINCT FROM f.force);
+		PERFORM create_distributed_function(f.fn, '$' || f_arg, colocate_with => f.colocate,
+											force_delegation => f.force);
+	END LOOP;
+
+	PERFORM set_config('citus.enable_unsafe_triggers', saved_triggers, true);
+	PERFORM set_config('citus.shard_replication_factor', saved_factor, true);
+
+	/*
+	 * The views, here and on the other nodes; then, there, the privileges
+	 * on the extension's functions and views: each grantee the coordinator
+	 * knows of, and PUBLIC, gets exactly its privileges here (everything
+	 * revoked, then granted again).  One statement per node.
+	 */
+	views := $views$
+		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
+				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
+				   r.status_code, r.body, r.headers, r.fingerprint
+			  FROM idempotency.citus_my_records() AS r;
+		CREATE OR REPLACE VIEW idempotency.my_tokens WITH (security_barrier) AS
+			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,
+				   t.consumed_at, t.state
+			  FROM idempotency.citus_my_tokens() AS t;
+		CREATE OR REPLACE VIEW idempotency.my_outbox WITH (security_barrier) AS
+			SELECT o.message_id COLLATE pg_catalog."C" AS message_id,
+				   o.topic COLLATE pg_catalog."C" AS topic,
+				   o.ordering_key COLLATE pg_catalog."C" AS ordering_key, o.seq, o.payload,
+				   o.headers, o.sent_at, o.attempt, o.deliveries, o.lease_until,
+				   o.delivered_at, o.expires_at,
+				   CASE WHEN o.delivered_at IS NOT NULL THEN 'delivered'
+						WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
+						ELSE 'pending' END AS state
+			  FROM idempotency.citus_my_outbox() AS o;
+	$views$;
+	PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+	EXECUTE views;
+	PERFORM set_config('citus.enable_ddl_propagation', saved_ddl, true);
+
+	SELECT string_agg(g.cmd, E';\n' ORDER BY g.obj, g.grantee) INTO STRICT grants
+	  FROM (SELECT o.obj, a.grantee,
+				   format('REVOKE ALL ON %s %s FROM %s', o.kind, o.obj, a.grantee_name)
+				   || coalesce('; GRANT ' || a.privs || format(' ON %s %s TO %s', o.kind, o.obj, a.grantee_name), '')
+				   || coalesce('; GRANT ' || a.grantable
+							   || format(' ON %s %s TO %s WITH GRANT OPTION', o.kind, o.obj, a.grantee_name), '') AS cmd
+			  FROM (SELECT 'FUNCTION' AS kind, p.oid::regprocedure::text AS obj,
+						   coalesce(p.proacl, acldefault('f', p.proowner)) AS acl, p.proowner AS owner
+					  FROM pg_proc AS p
+					  JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+					 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+					   AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotency')
+					UNION ALL
+					SELECT 'TABLE', c.oid::regclass::text,
+						   coalesce(c.relacl, acldefault('r', c.relowner)), c.relowner
+					  FROM pg_class AS c
+					 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'v') AS o,
+				   LATERAL (SELECT x.grantee,
+								   CASE WHEN x.grantee = 0 THEN 'PUBLIC'
+										ELSE quote_ident(pg_get_userbyid(x.grantee)) END AS grantee_name,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE NOT x.is_grantable) AS privs,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE x.is_grantable) AS grantable
+							  FROM aclexplode(o.acl) AS x
+							 WHERE x.grantee <> o.owner
+							 GROUP BY x.grantee
+							UNION ALL
+							SELECT 0, 'PUBLIC', NULL, NULL
+							 WHERE NOT EXISTS (SELECT FROM aclexplode(o.acl) AS x WHERE x.grantee = 0)) AS a) AS g;
+
+	FOR node IN
+		SELECT * FROM run_command_on_workers(format('DO %L',
+			format('BEGIN SET LOCAL citus.enable_ddl_propagation = off; %s %s; END', views, grants)))
+	LOOP
+		IF NOT node.success THEN
+			RAISE EXCEPTION 'could not set up the views and privileges of extension "idempotency" on node %:%',
+				node.nodename, node.nodeport
+				USING ERRCODE = 'connection_exception', DETAIL = node.result;
+		END IF;
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_setup(pg_catalog.text) IS
+'distribute the extension''s tables (by key or by scope) and functions with Citus; run on the coordinator, again after granting by hand';
+
+REVOKE ALL ON FUNCTION idempotency.citus_setup(pg_catalog.text) FROM PUBLIC;
+SELECT idempotency.carry_privileges('idempotency.citus_setup()', 'idempotency.citus_setup(pg_catalog.text)');
+DROP FUNCTION idempotency.citus_setup();
+
+/*
+ * citus_status() also shows the delegates.  The rest is as in 1.0.
+ */
+CREATE OR REPLACE FUNCTION idempotency.citus_status(OUT object pg_catalog.text,
+										 OUT kind pg_catalog.text,
+										 OUT distribution pg_catalog.text,
+										 OUT distributed_by pg_catalog.text,
+										 OUT colocation_id pg_catalog.int4,
+										 OUT shards pg_catalog.int4)
+RETURNS SETOF pg_catalog.record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	RETURN QUERY
+		SELECT v.oid::regclass::text, 'view',
+			   CASE WHEN pg_get_viewdef(v.oid) LIKE '%citus_my_%' THEN 'owner-run' ELSE 'local' END,
+			   NULL::text, NULL::int4, NULL::int4
+		  FROM pg_class AS v
+		 WHERE v.relnamespace = 'idempotency'::regnamespace AND v.relkind = 'v'
+		   AND v.relname = ANY (ARRAY['my_records', 'my_tokens', 'my_outbox']);
+	IF NOT EXISTS (SELECT FROM pg_extension AS e WHERE e.extname = 'citus') THEN
+		RETURN QUERY
+			SELECT c.oid::regclass::text, 'table', 'local', NULL::text, NULL::int4, NULL::int4
+			  FROM pg_class AS c
+			 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+			 ORDER BY 1;
+		RETURN;
+	END IF;
+	RETURN QUERY
+		SELECT c.oid::regclass::text, 'table',
+			   CASE WHEN p.partmethod = 'h' THEN 'distributed'
+					WHEN p.partmethod = 'n' AND p.repmodel = 't' THEN 'reference'
+					WHEN p.partmethod IS NOT NULL THEN 'citus local'
+					ELSE 'local' END,
+			   CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END,
+			   p.colocationid,
+			   CASE WHEN p.partmethod IS NOT NULL
+					THEN (SELECT count(*)::int4 FROM pg_dist_shard AS s WHERE s.logicalrelid = c.oid) END
+		  FROM pg_class AS c
+		  LEFT JOIN pg_dist_partition AS p ON p.logicalrelid = c.oid
+		 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'r'
+		 ORDER BY 1;
+	RETURN QUERY
+		SELECT f.oid::regprocedure::text, 'function',
+			   CASE WHEN o.distribution_argument_index IS NOT NULL THEN 'distributed' ELSE 'local' END,
+			   f.proargnames[o.distribution_argument_index + 1],
+			   o.colocationid, NULL::int4
+		  FROM pg_proc AS f
+		  LEFT JOIN pg_dist_object AS o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+		 WHERE f.pronamespace = 'idempotency'::regnamespace
+		   AND f.proname = ANY (ARRAY['idempotent_begin', 'idempotent_finish', 'idempotent_abandon',
+									  'lookup', 'consume_token', 'inbox_receive', 'inbox_receive_batch',
+									  'issue_token', 'outbox_send', 'outbox_fetch', 'outbox_ack',
+									  'citus_idempotent_begin', 'citus_idempotent_finish',
+									  'citus_idempotent_abandon', 'citus_lookup'])
+		 ORDER BY 1;
+END;
+$$;
+

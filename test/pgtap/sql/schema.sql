@@ -37,7 +37,9 @@ SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_ext
 -- every function, view and table: a new one is a decision about its
 -- privileges (test/pgtap/sql/privileges.sql) and its documentation
 SELECT functions_are('idempotency', ARRAY[
-	'carry_privileges', 'check_new_triggers', 'check_transition', 'citus_drop_tables', 'citus_my_outbox',
+	'carry_privileges', 'check_new_triggers', 'check_transition', 'citus_drop_tables',
+	'citus_idempotent_abandon', 'citus_idempotent_begin', 'citus_idempotent_finish', 'citus_lookup',
+	'citus_my_outbox',
 	'citus_my_records', 'citus_my_tokens', 'citus_require_coordinator', 'citus_setup', 'citus_status',
 	'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
 	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin',

@@ -152,6 +152,10 @@ $coord->safe_psql('postgres', 'SELECT idempotency.citus_setup()');
 my $status = q{SELECT string_agg(concat_ws(' ', object, distribution, distributed_by, shards), E'\n' ORDER BY kind, object)
 				 FROM idempotency.citus_status()};
 my $expected = join("\n",
+	'idempotency.citus_idempotent_abandon(idempotency.key,text,integer) distributed key',
+	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean) distributed key',
+	'idempotency.citus_idempotent_finish(idempotency.key,jsonb,text,integer,boolean,integer,bytea,interval,jsonb) distributed key',
+	'idempotency.citus_lookup(idempotency.key,text,jsonb) distributed key',
 	'idempotency.consume_token(text,text) distributed token',
 	'idempotency.idempotent_abandon(text,text,integer) distributed key',
 	'idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean) distributed key',

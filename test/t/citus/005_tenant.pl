@@ -1,0 +1,183 @@
+# Citus: the extension's tables distributed by tenant,
+# citus_setup(distribute_by => 'scope').  The registry and the tokens by
+# their scope, in one co-location group that a business table distributed by
+# a tenant column of the same type (text COLLATE "C") joins, the inbox by its
+# consumer; a tenant's requests through the coordinator, as an
+# application role, each one worker and one phase; every record of a
+# tenant on one shard; tokens and the inbox beside them; and the settings
+# citus_setup() refuses.  Runs only where Citus is installed.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $pkglibdir = `pg_config --pkglibdir`;
+chomp $pkglibdir;
+plan skip_all => "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so)"
+  unless -f "$pkglibdir/citus.so";
+
+my %nodes;
+for my $name (qw(coordinator worker1 worker2))
+{
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'citus,idempotency'
+listen_addresses = '127.0.0.1'
+max_connections = 100
+max_prepared_transactions = 100
+max_worker_processes = 20
+idempotency.cleanup_interval = 0
+citus.recover_2pc_interval = -1
+});
+	$node->start;
+	$nodes{$name} = $node;
+}
+my $coord = $nodes{coordinator};
+my @workers = ($nodes{worker1}, $nodes{worker2});
+
+$_->safe_psql('postgres', 'CREATE EXTENSION citus') for (@workers, $coord);
+$coord->safe_psql('postgres',
+	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
+$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
+  for @workers;
+
+sub twopc
+{
+	return $coord->safe_psql('postgres',
+		q{SELECT count(DISTINCT regexp_replace(gid, '_[0-9]+$', '')) FROM pg_dist_transaction});
+}
+
+$coord->safe_psql('postgres', q{
+	CREATE EXTENSION idempotency;
+	CREATE ROLE app LOGIN;
+	SELECT idempotency.grant_usage('app');
+});
+
+# --- what citus_setup() refuses ------------------------------------------------
+
+my ($ret, $out, $err) = $coord->psql('postgres', q{
+	\set VERBOSITY verbose
+	SELECT idempotency.citus_setup(distribute_by => 'tenant');
+});
+like($err, qr/ERROR:  22023: invalid value for distribute_by: "tenant"/,
+	'an unknown distribution: 22023');
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM pg_dist_partition'), '0',
+	'and nothing was distributed');
+
+$coord->safe_psql('postgres', q{SELECT idempotency.citus_setup(distribute_by => 'scope')});
+is($coord->safe_psql('postgres', q{
+	SELECT string_agg(object || ' by ' || distributed_by, ', ' ORDER BY object)
+	  FROM idempotency.citus_status()
+	 WHERE kind = 'table' AND distribution = 'distributed'}),
+	'idempotency.inbox by consumer, idempotency.outbox by ordering_key, idempotency.registry by scope, idempotency.tokens by scope',
+	'distributed by tenant: registry and tokens by scope, inbox by consumer');
+is($coord->safe_psql('postgres', q{
+	SELECT count(DISTINCT colocation_id) FROM idempotency.citus_status()
+	 WHERE object = ANY (ARRAY['idempotency.registry', 'idempotency.tokens'])}),
+	'1', 'the registry and the tokens in one co-location group');
+is($coord->safe_psql('postgres', q{
+	SELECT count(DISTINCT colocation_id) FROM idempotency.citus_status()
+	 WHERE object = ANY (ARRAY['idempotency.registry', 'idempotency.inbox'])}),
+	'2', 'the inbox in a group of its own');
+is($coord->safe_psql('postgres', q{
+	SELECT string_agg(object || ' ' || distributed_by, ', ' ORDER BY object)
+	  FROM idempotency.citus_status()
+	 WHERE kind = 'function' AND object LIKE '%begin%'}),
+	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean) scope, idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean) scope',
+	'the API and its delegates by their scope');
+
+$coord->safe_psql('postgres', q{SELECT idempotency.citus_setup(distribute_by => 'scope')});
+pass('citus_setup() again with the same distribution');
+($ret, $out, $err) = $coord->psql('postgres', q{
+	\set VERBOSITY verbose
+	SELECT idempotency.citus_setup();
+});
+like($err, qr/ERROR:  55000: table idempotency.registry is already distributed by column "scope"/,
+	'another distribution than the one the tables have: 55000');
+
+# --- a tenant's business table joins the group -----------------------------------
+
+($ret, $out, $err) = $coord->psql('postgres', q{
+	CREATE TABLE wrong_collation (tenant text, id int, PRIMARY KEY (tenant, id));
+	SELECT create_distributed_table('wrong_collation', 'tenant', colocate_with => 'idempotency.registry');
+});
+like($err, qr/cannot colocate|collation/i,
+	'a tenant column of another collation cannot join the group');
+
+$coord->safe_psql('postgres', q{
+	CREATE TABLE orders (tenant text COLLATE "C", id text, amount int NOT NULL, PRIMARY KEY (tenant, id));
+	SELECT create_distributed_table('orders', 'tenant', colocate_with => 'idempotency.registry');
+	GRANT SELECT, INSERT ON orders TO app;
+	CREATE FUNCTION place(tenant text, k text, amount int) RETURNS jsonb
+	LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+	DECLARE
+		b record;
+		result jsonb;
+	BEGIN
+		b := idempotency.idempotent_begin(k, scope => tenant);
+		IF b.outcome <> 'execute' THEN
+			RETURN b.response;
+		END IF;
+		INSERT INTO orders VALUES (tenant, k, amount);
+		result := jsonb_build_object('placed', amount);
+		PERFORM idempotency.idempotent_finish(k, result, scope => tenant);
+		RETURN result;
+	END $$;
+	GRANT EXECUTE ON FUNCTION place(text, text, int) TO app;
+});
+pass('a business table distributed by a text COLLATE "C" tenant column joins the group');
+
+# --- a tenant's requests: one worker, one phase ------------------------------------
+
+my $before = twopc();
+my $calls = join('', map { "SELECT place('acme', 'o-$_', $_);" } 1 .. 20);
+$coord->safe_psql('postgres', "SET ROLE app; $calls $calls");
+is(twopc(), $before, '40 requests of one tenant as an application role: no two-phase commit');
+is($coord->safe_psql('postgres', q{SELECT count(*) || ' ' || sum(amount) FROM orders WHERE tenant = 'acme'}),
+	'20 210', 'one order per key: the second round replayed');
+is($coord->safe_psql('postgres', q{
+	SELECT count(DISTINCT get_shard_id_for_distribution_column('idempotency.registry', r.scope))
+	  FROM idempotency.registry AS r WHERE r.scope = 'acme'}),
+	'1', 'a tenant\'s records are on one shard');
+
+($ret, $out, $err) = $coord->psql('postgres', q{
+	SET citus.log_remote_commands = on;
+	SET client_min_messages = log;
+	SET ROLE app;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('c-1', 'globex');
+	INSERT INTO orders VALUES ('globex', 'c-1', 5);
+	SELECT idempotency.idempotent_finish('c-1', '{}', 'globex');
+	COMMIT;
+});
+my %conns = map { $_ => 1 } ($err =~ /on server (\S+ connectionId: \d+)/g);
+is(scalar(keys %conns), 1, 'a client\'s steps: one connection to one worker');
+unlike($err, qr/PREPARE TRANSACTION/, 'committed without PREPARE TRANSACTION');
+
+# --- tokens and the inbox beside the tenant's rows ----------------------------------
+
+my $token = $coord->safe_psql('postgres', q{SET ROLE app; SELECT idempotency.issue_token('acme')});
+is($coord->safe_psql('postgres', qq{
+	SET ROLE app;
+	SELECT outcome FROM idempotency.idempotent_begin('$token', 'acme', require_token => true);
+	SELECT idempotency.consume_token('$token', 'acme');
+}), "execute\nf", 'a token of the tenant is found by require_token and consumed by it');
+
+is($coord->safe_psql('postgres', q{
+	SET ROLE app;
+	BEGIN;
+	SELECT idempotency.inbox_receive('acme', 'msg-1');
+	INSERT INTO orders VALUES ('acme', 'from-msg-1', 1);
+	COMMIT;
+	SELECT idempotency.inbox_receive('acme', 'msg-1');
+}), "t\nf", 'an inbox message of the tenant, received with a business write, then seen');
+is($coord->safe_psql('postgres', q{
+	SELECT count(DISTINCT get_shard_id_for_distribution_column('idempotency.inbox', i.consumer))
+	  FROM idempotency.inbox AS i WHERE i.consumer = 'acme'}),
+	'1', 'the tenant\'s inbox entries on one shard');
+
+done_testing();
