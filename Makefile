@@ -15,6 +15,7 @@ OBJS = \
 	src/registry.o \
 	src/registry_api.o \
 	src/xactclaims.o \
+	src/recovery.o \
 	src/cleanup.o \
 	src/sweep.o \
 	src/shmem.o \
@@ -41,7 +42,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = catalog key_type key_operators make_key registry registry_errors http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens outbox locks version_guard stats hostile_setup \
+REGRESS = catalog key_type key_operators make_key registry registry_errors recovery http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens outbox locks version_guard stats hostile_setup \
 	error_contexts state_machine_limits key_printable trigger_checks state_machine_paths attempt_numbers owner begin_previous begin_default_wait
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency

@@ -241,3 +241,224 @@ COMMENT ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) I
 
 REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
+
+--
+-- Work that spans several external calls: recovery points, lease renewal
+-- and the completer (src/recovery.c, doc/long-running-work.md)
+--
+
+/*
+ * The step a claim has reached and its state, recorded by
+ * idempotent_checkpoint: kept by a take-over, reset by any new claim of the
+ * record.  Added at the table's end, as src/registry.h lists them; both are
+ * unindexed, so that recording a step is a HOT update.
+ */
+ALTER TABLE idempotency.registry
+	ADD COLUMN recovery_point pg_catalog.text COLLATE pg_catalog."C",
+	ADD COLUMN recovery_state pg_catalog.jsonb;
+
+/*
+ * idempotent_begin and lookup answer with the recovery point and state too:
+ * their result changes, so each is renamed, created anew with the columns
+ * added at the end, given the old one's privileges and dropped (the rules
+ * above, 1).
+ */
+ALTER FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)
+	RENAME TO idempotent_begin_1_0;
+
+CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
+											 scope pg_catalog.text DEFAULT '',
+											 request pg_catalog.jsonb DEFAULT NULL,
+											 ttl pg_catalog.interval DEFAULT '24 hours',
+											 lease pg_catalog.interval DEFAULT NULL,
+											 wait pg_catalog.bool DEFAULT true,
+											 require_token pg_catalog.bool DEFAULT false,
+											 max_wait pg_catalog.interval DEFAULT NULL,
+											 defer_claim pg_catalog.bool DEFAULT false,
+											 OUT outcome pg_catalog.text,
+											 OUT status pg_catalog.text,
+											 OUT response pg_catalog.jsonb,
+											 OUT attempt pg_catalog.int4,
+											 OUT expires_at pg_catalog.timestamptz,
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
+											 OUT previous_attempt pg_catalog.int4,
+											 OUT previous_end pg_catalog.text,
+											 OUT retry_after pg_catalog.int4,
+											 OUT recovery_point pg_catalog.text,
+											 OUT recovery_state pg_catalog.jsonb)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
+'claim an idempotency key: outcome execute, replay or in_progress';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure,
+	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure);
+
+DROP FUNCTION idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool);
+
+ALTER FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)
+	RENAME TO lookup_1_0;
+
+CREATE FUNCTION idempotency.lookup(key pg_catalog.text,
+								   scope pg_catalog.text DEFAULT '',
+								   request pg_catalog.jsonb DEFAULT NULL,
+								   OUT found pg_catalog.bool,
+								   OUT status pg_catalog.text,
+								   OUT response pg_catalog.jsonb,
+								   OUT status_code pg_catalog.int4,
+								   OUT body pg_catalog.bytea,
+								   OUT headers pg_catalog.jsonb,
+								   OUT attempt pg_catalog.int4,
+								   OUT expires_at pg_catalog.timestamptz,
+								   OUT lease_until pg_catalog.timestamptz,
+								   OUT request_matches pg_catalog.bool,
+								   OUT recovery_point pg_catalog.text,
+								   OUT recovery_state pg_catalog.jsonb)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_lookup'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+'read the caller''s live record of a key without claiming it';
+
+REVOKE ALL ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
+
+SELECT idempotency.carry_privileges(
+	'idempotency.lookup_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)'::pg_catalog.regprocedure,
+	'idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)'::pg_catalog.regprocedure);
+
+DROP FUNCTION idempotency.lookup_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb);
+
+/*
+ * my_records shows them too, at its end.  Under Citus, citus_setup()
+ * points the view at citus_my_records(), whose result gains them the same
+ * way; the view is then re-pointed by citus_setup() as the update leaves it.
+ */
+CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+	SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,
+		   r.lease_until, r.expires_at,
+		   (r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+			OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
+		   r.response, r.status_code, r.body, r.headers, r.fingerprint,
+		   r.recovery_point, r.recovery_state
+	  FROM idempotency.registry AS r
+	 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
+
+/*
+ * idempotent_checkpoint: record, in the caller's transaction, the step the
+ * claim has reached and a small state; fenced as idempotent_finish is.
+ */
+CREATE FUNCTION idempotency.idempotent_checkpoint(key pg_catalog.text,
+												  recovery_point pg_catalog.text,
+												  recovery_state pg_catalog.jsonb DEFAULT NULL,
+												  scope pg_catalog.text DEFAULT '',
+												  attempt pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_checkpoint'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) IS
+'record the step a claim has reached and its state, with the step''s own writes; a take-over resumes from it';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+/*
+ * idempotent_renew: extend a running claim's lease; returns the new
+ * lease_until.
+ */
+CREATE FUNCTION idempotency.idempotent_renew(key pg_catalog.text,
+											 lease pg_catalog.interval,
+											 scope pg_catalog.text DEFAULT '',
+											 attempt pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_renew'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) IS
+'extend the lease of a running claim so that it is not taken over; returns the new lease_until';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+/*
+ * The caller's stalled claims: processing, their lease run out, not
+ * expired, and nobody retried them.  The completer takes them over with
+ * claim_stalled.
+ */
+CREATE VIEW idempotency.my_stalled_claims WITH (security_barrier) AS
+	SELECT r.key, r.scope, r.attempt, r.created_at, r.updated_at, r.lease_until,
+		   r.expires_at, r.recovery_point, r.recovery_state
+	  FROM idempotency.my_records AS r
+	 WHERE r.status OPERATOR(pg_catalog.=) 'processing'
+	   AND r.lease_until OPERATOR(pg_catalog.<) pg_catalog.now()
+	   AND NOT r.expired;
+
+COMMENT ON VIEW idempotency.my_stalled_claims IS
+'the calling role''s claims whose lease ran out and that nobody took over: what claim_stalled takes';
+
+REVOKE ALL ON TABLE idempotency.my_stalled_claims FROM PUBLIC;
+
+/*
+ * claim_stalled: a completer's batch.  Takes over, as a begin's take-over
+ * does, up to batch_size of the caller's stalled claims, passing over those
+ * another transaction holds (SKIP LOCKED), so that no two completers get the
+ * same claim.
+ */
+CREATE FUNCTION idempotency.claim_stalled(scope pg_catalog.text DEFAULT NULL,
+										  batch_size pg_catalog.int4 DEFAULT 10,
+										  lease pg_catalog.interval DEFAULT NULL,
+										  OUT key idempotency.key,
+										  OUT scope pg_catalog.text,
+										  OUT attempt pg_catalog.int4,
+										  OUT previous_attempt pg_catalog.int4,
+										  OUT lease_until pg_catalog.timestamptz,
+										  OUT expires_at pg_catalog.timestamptz,
+										  OUT created_at pg_catalog.timestamptz,
+										  OUT recovery_point pg_catalog.text,
+										  OUT recovery_state pg_catalog.jsonb)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_claim_stalled'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION idempotency.claim_stalled(pg_catalog.text, pg_catalog.int4, pg_catalog.interval) IS
+'take over a batch of the caller''s stalled claims, each with a new attempt and its recovery point, for a completer';
+
+REVOKE ALL ON FUNCTION idempotency.claim_stalled(pg_catalog.text, pg_catalog.int4, pg_catalog.interval) FROM PUBLIC;
+
+/* What grant_usage() grants, and to the roles it was given to (rule 2). */
+CREATE OR REPLACE VIEW idempotency.application_api AS
+	SELECT v.object_type, v.object_name, v.privilege
+	  FROM (VALUES
+			('function', 'idempotent_begin', 'EXECUTE'),
+			('function', 'idempotent_finish', 'EXECUTE'),
+			('function', 'idempotent_abandon', 'EXECUTE'),
+			('function', 'lookup', 'EXECUTE'),
+			('view', 'my_records', 'SELECT'),
+			('function', 'inbox_receive', 'EXECUTE'),
+			('function', 'inbox_receive_batch', 'EXECUTE'),
+			('function', 'issue_token', 'EXECUTE'),
+			('function', 'consume_token', 'EXECUTE'),
+			('view', 'my_tokens', 'SELECT'),
+			('function', 'outbox_send', 'EXECUTE'),
+			('function', 'outbox_fetch', 'EXECUTE'),
+			('function', 'outbox_ack', 'EXECUTE'),
+			('view', 'my_outbox', 'SELECT'),
+			('function', 'lock', 'EXECUTE'),
+			('function', 'try_lock', 'EXECUTE'),
+			('function', 'idempotent_checkpoint', 'EXECUTE'),
+			('function', 'idempotent_renew', 'EXECUTE'),
+			('function', 'claim_stalled', 'EXECUTE'),
+			('view', 'my_stalled_claims', 'SELECT'))
+		   AS v (object_type, object_name, privilege);
+
+SELECT idempotency.extend_usage('function', 'idempotent_checkpoint');
+SELECT idempotency.extend_usage('function', 'idempotent_renew');
+SELECT idempotency.extend_usage('function', 'claim_stalled');
+SELECT idempotency.extend_usage('view', 'my_stalled_claims');
