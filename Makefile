@@ -42,17 +42,20 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = catalog key_type key_operators make_key registry registry_errors recovery http_layer defer_claim begin_order roles role_names permission_hint cleanup cleanup_sweep state_machine inbox tokens outbox locks version_guard stats hostile_setup \
-	error_contexts state_machine_limits key_printable trigger_checks state_machine_paths attempt_numbers owner begin_previous begin_default_wait
+REGRESS = extension_catalog key keycmp keyfuncs registry registry_errors recovery registry_http xactclaims \
+	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
+	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
+	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait
 REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
 # Isolation specs: test/specs and test/expected.
-ISOLATION = begin_commit begin_read_first begin_rollback begin_nowait lease_takeover \
-	expired_reclaim finish_vs_begin abandon_vs_begin cleanup_vs_claim \
-	transition_race inbox_race version_race token_race begin_max_wait \
-	claims_in_order defer_claim_race key_lock_space transition_partition_move outbox_relay_race \
-	outbox_ack_vs_lease owner_locks begin_default_wait begin_previous
+ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback registry_nowait \
+	registry_lease_takeover registry_expired_reclaim registry_finish_vs_begin \
+	registry_abandon_vs_begin cleanup_vs_claim transition_race inbox_race version_guard_race \
+	tokens_race registry_max_wait_bound xactclaims_order xactclaims_defer_race locks_key_space \
+	transition_partition_move outbox_relay_race outbox_ack_vs_lease owner_locks \
+	registry_default_wait_race registry_previous_race
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 
@@ -70,6 +73,9 @@ EXTRA_CLEAN = tmp_check_regress tmp_check_iso tmp_check_pgtap output_iso \
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# the TAP tests' shared Perl modules
+PG_PROVE_FLAGS += -I $(srcdir)/test/perl
 
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.

@@ -1,6 +1,6 @@
 --
 -- idempotency.cleanup(): one batch of expired records, in heap order (the
--- registry has no expires_at index: sql/cleanup_sweep.sql tests the sweep);
+-- registry has no expires_at index: sql/sweep.sql tests the sweep);
 -- and the cleanup_status view.  The background worker is off in this suite
 -- (test/idempotency.conf); test/t/002_cleanup_worker.pl tests it.
 --

@@ -1,7 +1,7 @@
 --
 -- Key locks (src/locks.c).  Concurrency, and the lock space other roles
 -- cannot reach, are in test/specs/inbox_race.spec and
--- test/specs/key_lock_space.spec; locks shared by an application's login
+-- test/specs/locks_key_space.spec; locks shared by an application's login
 -- roles in test/specs/owner_locks.spec.
 --
 SET search_path = public;

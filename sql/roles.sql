@@ -1,81 +1,149 @@
 --
--- Roles: a role reaches only its own records, cannot write the registry
--- directly, and cannot call the API until it is granted.
+-- Records belong to a role name (README, "Security"): what DROP ROLE,
+-- creating a role again under the same name and ALTER ROLE ... RENAME do to
+-- them, and the administrator's forget_role() and rename_owner().
 --
 SET search_path = public;
 
-CREATE ROLE regress_alice;
-CREATE ROLE regress_bob;
-CREATE ROLE regress_mallory;
-SELECT idempotency.grant_usage('regress_alice');
-SELECT idempotency.grant_usage('regress_bob');
+CREATE ROLE regress_carol;
+CREATE ROLE regress_dave;
+SELECT idempotency.grant_usage('regress_carol');
+SELECT idempotency.grant_usage('regress_dave');
 
--- without a grant, the API is closed; the key type is open to everyone
-SET ROLE regress_mallory;
-SELECT idempotency.idempotent_begin('k');
-SELECT idempotency.idempotent_finish('k', '{}');
-SELECT idempotency.idempotent_abandon('k');
-SELECT * FROM idempotency.my_records;
-SELECT * FROM idempotency.registry;
-SELECT idempotency.grant_usage('regress_mallory');
-SELECT 'k'::idempotency.key, idempotency.make_key('a', 'b', 'c');
+-- what a role owns: records, inbox entries, tokens
+CREATE VIEW owned AS
+	SELECT 'registry' AS tab, owner, scope || '/' || key AS what FROM idempotency.registry
+	UNION ALL SELECT 'inbox', owner, consumer || '/' || message_id FROM idempotency.inbox
+	UNION ALL SELECT 'tokens', owner, scope || '/' || left(token::text, 3) FROM idempotency.tokens;
+
+SET ROLE regress_carol;
+SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT idempotency.idempotent_finish('order-1', '{"charged": 10}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
+SELECT idempotency.inbox_receive('billing', 'msg-1');
+SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
+RESET ROLE;
+SELECT * FROM owned ORDER BY 1, 2, 3;
+
+-- DROP ROLE leaves the records under the name
+DROP OWNED BY regress_carol;
+DROP ROLE regress_carol;
+SELECT * FROM owned ORDER BY 1, 2, 3;
+
+-- a role created later under the same name inherits them: it replays the
+-- dropped role's response and its inbox has seen msg-1
+CREATE ROLE regress_carol;
+SELECT idempotency.grant_usage('regress_carol');
+SET ROLE regress_carol;
+SELECT outcome, response FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT idempotency.inbox_receive('billing', 'msg-1') AS first_time;
+SELECT count(*) AS tokens FROM idempotency.my_tokens;
 RESET ROLE;
 
--- alice claims and finishes a key
-SET ROLE regress_alice;
-SELECT outcome FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
-SELECT idempotency.idempotent_finish('shared-key', '{"secret": "alice''s card"}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
-SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
-SELECT key, status, response FROM idempotency.my_records;
--- no direct access to the table
-SELECT * FROM idempotency.registry;
-INSERT INTO idempotency.registry (owner, scope, key, status, attempt, created_at, updated_at, expires_at)
-VALUES ('regress_bob', '', 'planted', 'completed', 1, now(), now(), now() + interval '1 day');
-UPDATE idempotency.registry SET response = '{}';
-DELETE FROM idempotency.registry;
+-- forget_role deletes all of them, in this database, and says how many
+SELECT idempotency.forget_role('regress_carol');
+SELECT * FROM owned ORDER BY 1, 2, 3;
+SET ROLE regress_carol;
+SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT idempotency.idempotent_abandon('order-1', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
+RESET ROLE;
+SELECT idempotency.forget_role('regress_never_existed');
+
+-- ALTER ROLE ... RENAME: the records stay under the old name, so the
+-- renamed role no longer sees them, and a new role given the old name does
+SET ROLE regress_dave;
+SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-2' AND r.scope = 'pay'));
+SELECT outcome FROM idempotency.idempotent_begin('order-3', 'pay');   -- a live claim
+SELECT idempotency.inbox_receive('billing', 'msg-2');
+SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
+RESET ROLE;
+ALTER ROLE regress_dave RENAME TO regress_dave_renamed;
+SET ROLE regress_dave_renamed;
+SELECT count(*) AS records_seen FROM idempotency.my_records;
+RESET ROLE;
+CREATE ROLE regress_dave;
+SELECT idempotency.grant_usage('regress_dave');
+SET ROLE regress_dave;
+SELECT key, status FROM idempotency.my_records ORDER BY key;
+RESET ROLE;
+DROP OWNED BY regress_dave;
+DROP ROLE regress_dave;
+
+-- rename_owner moves them all to the new name, claims included
+SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
+SELECT * FROM owned ORDER BY 1, 2, 3;
+SET ROLE regress_dave_renamed;
+SELECT outcome, response FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT idempotency.idempotent_finish('order-3', '{"charged": 30}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-3' AND r.scope = 'pay'));
+SELECT idempotency.inbox_receive('billing', 'msg-2') AS first_time;
+SELECT key, status, response FROM idempotency.my_records ORDER BY key;
+RESET ROLE;
+-- the same name, or a name with nothing: nothing moves
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_dave_renamed');
+SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
+
+-- refused, moving nothing, when the new name already holds the same key
+SET ROLE regress_carol;
+SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT idempotency.inbox_receive('billing', 'msg-9');
+RESET ROLE;
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+-- an inbox entry or a token that both names hold
+SELECT idempotency.forget_role('regress_carol');
+SET ROLE regress_carol;
+SELECT idempotency.inbox_receive('billing', 'msg-2');
+RESET ROLE;
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+SELECT idempotency.forget_role('regress_carol');
+INSERT INTO idempotency.tokens (owner, scope, token, issued_at, expires_at)
+	SELECT o, 'checkout', 'tk_00000000000000000000000000000001', now(), now() + interval '1 hour'
+	  FROM unnest(ARRAY['regress_dave_renamed', 'regress_carol']) AS o;
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+SELECT * FROM owned ORDER BY 1, 2, 3;
+
+-- the same refusal in a transaction, under a savepoint and in a PL/pgSQL
+-- EXCEPTION block; each time the work that follows commits
+BEGIN;
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+ROLLBACK TO SAVEPOINT s;
+SELECT idempotency.forget_role('regress_carol');
+COMMIT;
+DO $$
+BEGIN
+	PERFORM idempotency.rename_owner('regress_dave_renamed', 'regress_dave');
+	PERFORM idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
+	INSERT INTO idempotency.tokens (owner, scope, token, issued_at, expires_at)
+		VALUES ('regress_carol', 'checkout', 'tk_00000000000000000000000000000001', now(), now() + interval '1 hour');
+	BEGIN
+		PERFORM idempotency.rename_owner('regress_dave_renamed', 'regress_carol');
+	EXCEPTION WHEN unique_violation THEN
+		RAISE NOTICE 'refused: %', SQLERRM;
+	END;
+	PERFORM idempotency.forget_role('regress_carol');
+END
+$$;
+SELECT * FROM owned ORDER BY 1, 2, 3;
+
+-- bad arguments
+SELECT idempotency.forget_role(NULL);
+SELECT idempotency.forget_role('');
+SELECT idempotency.rename_owner(NULL, 'x');
+SELECT idempotency.rename_owner('x', NULL);
+SELECT idempotency.rename_owner('x', '');
+SELECT idempotency.rename_owner('x', repeat('r', 64));
+
+-- administrators only: revoked from PUBLIC, not part of grant_usage
+SET ROLE regress_dave_renamed;
+SELECT idempotency.forget_role('regress_carol');
+SELECT idempotency.rename_owner('regress_carol', 'regress_dave_renamed');
 RESET ROLE;
 
--- bob uses the same key: a record of his own, nothing of alice's
-SET ROLE regress_bob;
-SELECT key, status FROM idempotency.my_records;
-SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "bob"}');
-SELECT idempotency.idempotent_finish('shared-key', '{"bob": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
--- bob cannot finish or abandon alice's claim: for him it does not exist
-RESET ROLE;
-SET ROLE regress_alice;
-SELECT outcome FROM idempotency.idempotent_begin('alice-open');
-RESET ROLE;
-SET ROLE regress_bob;
-SELECT idempotency.idempotent_finish('alice-open', '{"stolen": true}');
-SELECT idempotency.idempotent_abandon('alice-open');
--- a leaky function sees only bob's rows through the security-barrier view
-CREATE FUNCTION pg_temp.leak(r text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
-BEGIN RAISE NOTICE 'leak saw %', r; RETURN true; END $$;
-SELECT key FROM idempotency.my_records WHERE pg_temp.leak(key::text || '/' || coalesce(response::text, ''));
-RESET ROLE;
-DROP FUNCTION pg_temp.leak(text);
-
--- the owner recorded is the role name (SET ROLE counts, as current_user does)
-SELECT owner, key, status, response FROM idempotency.registry ORDER BY owner, key;
-
--- a SECURITY DEFINER wrapper's records belong to its owner, not the caller
-CREATE FUNCTION alice_pays(k idempotency.key) RETURNS text
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog
-AS $$ SELECT outcome FROM idempotency.idempotent_begin(k) $$;
-ALTER FUNCTION alice_pays(idempotency.key) OWNER TO regress_alice;
-GRANT EXECUTE ON FUNCTION alice_pays(idempotency.key) TO regress_mallory;
-SET ROLE regress_mallory;
-SELECT alice_pays('via-definer');
-RESET ROLE;
-SELECT owner FROM idempotency.registry WHERE key = 'via-definer';
-DROP FUNCTION alice_pays(idempotency.key);
-
--- privileges as installed
-SELECT p.proname, has_function_privilege('regress_mallory', p.oid, 'EXECUTE') AS public_can_execute
-  FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
- ORDER BY 1;
-
-TRUNCATE idempotency.registry;
-DROP OWNED BY regress_alice, regress_bob;
-DROP ROLE regress_alice, regress_bob, regress_mallory;
+SELECT idempotency.forget_role('regress_dave_renamed');
+DROP VIEW owned;
+DROP OWNED BY regress_carol, regress_dave_renamed;
+DROP ROLE regress_carol, regress_dave_renamed;
 RESET search_path;

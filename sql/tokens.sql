@@ -1,6 +1,6 @@
 --
 -- One-time tokens, alone and with idempotent_begin(..., require_token).
--- Concurrency is in test/specs/token_race.spec.
+-- Concurrency is in test/specs/tokens_race.spec.
 --
 SET search_path = public;
 

@@ -1,7 +1,7 @@
 --
 -- The version guard (src/version_guard.c).  Concurrency is in
--- test/specs/version_race.spec; MERGE and partitions in
--- sql/state_machine_paths.sql.
+-- test/specs/version_guard_race.spec; MERGE and partitions in
+-- sql/trigger_paths.sql.
 --
 SET search_path = public;
 
@@ -32,7 +32,7 @@ INSERT INTO ledger VALUES (1, 9000000000), (2, 5);
 UPDATE ledger SET id = id;
 SELECT * FROM ledger ORDER BY id;
 UPDATE ledger SET id = id;
--- misuse: refused when the trigger is created (sql/trigger_checks.sql) ...
+-- misuse: refused when the trigger is created (sql/trigger_ddl.sql) ...
 CREATE TABLE wrong (id int PRIMARY KEY, version text);
 CREATE TRIGGER wrong_type BEFORE UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION idempotency.version_guard('version');
 -- ... and at the first row if it was created while that check was off

@@ -328,11 +328,16 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 			continue;
 		if (nodes[node].local)
 		{
-			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-				elog(ERROR, "SPI_execute failed for \"%s\"", sql);
+			bool		isnull;
+			Datum		answer;
+
+			if (SqlExecuteOnce(sql, 0, NULL, NULL, SPI_OK_SELECT) != 1)
+				elog(ERROR, "a cleanup statement returned no answer");
+			answer = SqlResult(0, 1, &isnull);
+			if (isnull)
+				elog(ERROR, "a cleanup statement returned no answer");
 			total += citus_cleanup_counts(shards, nshards, node,
-										  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-										  sweep);
+										  TextDatumGetCString(answer), sweep);
 			continue;
 		}
 		names[nremote] = CStringGetTextDatum(nodes[node].name);

@@ -6,7 +6,7 @@
 # (the bootstrap superuser) cleans through the extension's own code and
 # never runs anything planted; and if a superuser renamed the extension's
 # schema and the attacker put its own in its place, the worker refuses to
-# run and says why in cleanup_status.  sql/hostile_setup.sql does the same
+# run and says why in cleanup_status.  sql/extension_hostile.sql does the same
 # against the SQL API.
 
 use strict;

@@ -13,6 +13,7 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Facts;
 
 my $old_install = $ENV{IDEMPOTENCY_UPGRADE_FROM} // '';
 plan skip_all => 'IDEMPOTENCY_UPGRADE_FROM names no older PostgreSQL (test/matrix.sh sets it)'
@@ -73,102 +74,7 @@ $old->safe_psql('postgres', q{
 	RESET ROLE;
 });
 
-# A fingerprint of everything the extension defines and holds, by name
-# (OIDs may change): its member objects, privileges on its schema,
-# functions, tables and views, the tables' indexes, constraints and policies,
-# the triggers on the user table, and the contents of every table.
-my $fingerprint_sql = q{
-SET TimeZone = 'UTC';
--- the privileges an ACL grants, NULL meaning the default; MAINTAIN (new in
--- 17, in the owner's default there) aside
-CREATE FUNCTION pg_temp.acl_text(acl aclitem[], kind "char", owner oid) RETURNS text
-LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' '
-							   || e.grantor::regrole::text || ' ' || e.is_grantable,
-							   ',' ORDER BY 1), '')
-	  FROM aclexplode(coalesce(acl, acldefault(kind, owner))) e
-	 WHERE e.privilege_type <> 'MAINTAIN'
-$$;
-WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'idempotency'),
-ns AS (SELECT 'idempotency'::regnamespace AS oid),
-facts(fact) AS (
-	-- implicit types (a table's row type, an array type) follow their owner;
-	-- pg_upgrade to 17 and later records them as members explicitly
-	SELECT 'member ' || i.type || ' ' || i.identity
-	  FROM pg_depend d, ext, LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) i
-	 WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'
-	   AND NOT EXISTS (SELECT 1 FROM pg_type t
-					    WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
-						  AND (t.typrelid <> 0 OR t.typcategory = 'A'))
-	UNION ALL
-	SELECT 'extension ' || extversion || ' ' || extrelocatable || ' ' || coalesce(extconfig::regclass[]::text, '')
-	  FROM pg_extension WHERE extname = 'idempotency'
-	UNION ALL
-	SELECT 'schema acl ' || pg_temp.acl_text(nspacl, 'n', nspowner)
-	  FROM pg_namespace, ns WHERE pg_namespace.oid = ns.oid
-	UNION ALL
-	SELECT 'function ' || p.oid::regprocedure || ' acl ' || pg_temp.acl_text(p.proacl, 'f', p.proowner)
-		   || ' ' || p.provolatile::text || p.proparallel::text || p.prosecdef || p.proisstrict
-		   || ' ' || coalesce(p.proconfig::text, '') || ' ' || md5(p.prosrc)
-		   || ' returns ' || pg_get_function_result(p.oid)
-	  FROM pg_proc p, ns WHERE p.pronamespace = ns.oid
-	UNION ALL
-	SELECT 'relation ' || c.oid::regclass || ' ' || c.relkind::text || ' rls ' || c.relrowsecurity
-		   || ' acl ' || CASE WHEN c.relkind IN ('r', 'p', 'v')
-							  THEN pg_temp.acl_text(c.relacl, 'r', c.relowner) ELSE '' END
-	  FROM pg_class c, ns WHERE c.relnamespace = ns.oid
-	UNION ALL
-	SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' '
-		   || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull
-		   || ' ' || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '')
-		   || ' acl ' || coalesce(a.attacl::text, '')
-	  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-	  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum, ns
-	 WHERE c.relnamespace = ns.oid AND a.attnum > 0 AND NOT a.attisdropped
-	UNION ALL
-	SELECT 'index ' || pg_get_indexdef(i.indexrelid)
-	  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid, ns WHERE c.relnamespace = ns.oid
-	UNION ALL
-	-- NOT NULL: attnotnull above (18 also lists them here)
-	SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
-	  FROM pg_constraint WHERE connamespace = 'idempotency'::regnamespace AND contype <> 'n'
-	UNION ALL
-	SELECT 'policy ' || polrelid::regclass || ' ' || polname || ' ' || polcmd::text || ' '
-		   || coalesce(pg_get_expr(polqual, polrelid), '') || ' '
-		   || coalesce(pg_get_expr(polwithcheck, polrelid), '')
-		   || ' ' || coalesce((SELECT string_agg(r::regrole::text, ',' ORDER BY r::regrole::text)
-								FROM unnest(polroles) r), '')
-	  FROM pg_policy WHERE polrelid IN (SELECT c.oid FROM pg_class c, ns WHERE c.relnamespace = ns.oid)
-	UNION ALL
-	SELECT 'trigger ' || pg_get_triggerdef(t.oid)
-	  FROM pg_trigger t WHERE t.tgrelid = 'public.orders'::regclass
-	UNION ALL
-	SELECT 'data ' || c.oid::regclass || ' ' || (xpath('/row/h/text()', query_to_xml(format(
-		'SELECT count(*) || '' '' || md5(coalesce(string_agg(t::text, chr(10) ORDER BY t::text), '''')) AS h FROM %s t',
-		c.oid::regclass), false, true, '')))[1]::text
-	  FROM pg_class c, ns WHERE c.relnamespace = ns.oid AND c.relkind IN ('r', 'p')
-	UNION ALL
-	SELECT 'data public.orders ' || string_agg(o::text, ' ' ORDER BY o.id) FROM public.orders o
-	UNION ALL
-	SELECT 'role ' || r.rolname || ' member of ' || coalesce((SELECT string_agg(m.roleid::regrole::text, ',')
-		FROM pg_auth_members m WHERE m.member = r.oid), '')
-	  FROM pg_roles r WHERE r.rolname IN ('app', 'cleaner')
-)
-SELECT string_agg(fact, E'\n' ORDER BY fact) FROM facts;
-};
-
-# diag_difference(BEFORE, AFTER): the lines of each fingerprint the other lacks
-sub diag_difference
-{
-	my ($before, $after) = @_;
-	my %in_before = map { $_ => 1 } split /\n/, $before;
-	my %in_after = map { $_ => 1 } split /\n/, $after;
-	diag("before only: $_") for grep { !$in_after{$_} } split /\n/, $before;
-	diag("after only: $_") for grep { !$in_before{$_} } split /\n/, $after;
-	return;
-}
-
-my $before = $old->safe_psql('postgres', $fingerprint_sql);
+my $before = fingerprint($old, 'postgres');
 like($before, qr/^data idempotency\.registry 3 /m, 'the fingerprint counts the records');
 like($before, qr/^function idempotency\.idempotent_begin\(.*acl .*app EXECUTE/m,
 	'the fingerprint has the grants');
@@ -188,7 +94,7 @@ command_ok(
 	"pg_upgrade from $old_version with the library preloaded");
 
 $new->start;
-my $after = $new->safe_psql('postgres', $fingerprint_sql);
+my $after = fingerprint($new, 'postgres');
 ok($after eq $before, 'every record, definition and grant is the same after pg_upgrade')
   or diag_difference($before, $after);
 
@@ -216,12 +122,12 @@ ok($new->poll_query_until('postgres',
 	'the launcher runs on the upgraded cluster');
 
 # the library on disk is the version the catalog has: UPDATE is a no-op
-$before = $new->safe_psql('postgres', $fingerprint_sql);
+$before = fingerprint($new, 'postgres');
 ($ret, $stdout, $stderr) = $new->psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
 is($ret, 0, 'ALTER EXTENSION idempotency UPDATE succeeds');
-like($stderr, qr/version "1\.0" of extension "idempotency" is already installed/,
+like($stderr, qr/version "1\.1" of extension "idempotency" is already installed/,
 	'ALTER EXTENSION idempotency UPDATE finds nothing to do');
-$after = $new->safe_psql('postgres', $fingerprint_sql);
+$after = fingerprint($new, 'postgres');
 ok($after eq $before, 'and changes nothing') or diag_difference($before, $after);
 
 $new->stop;

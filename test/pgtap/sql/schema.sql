@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(34);
+SELECT plan(37);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -32,6 +32,30 @@ SELECT ok((SELECT 'fillfactor=80' = ANY (reloptions) FROM pg_class WHERE oid = '
 SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'idempotency.registry'::regclass), 'p', 'the registry is WAL-logged');
 SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_extension WHERE extname = 'idempotency'),
 	'pg_dump keeps the registry''s rows');
+
+
+-- every function, view and table: a new one is a decision about its
+-- privileges (test/pgtap/sql/privileges.sql) and its documentation
+SELECT functions_are('idempotency', ARRAY[
+	'carry_privileges', 'check_new_triggers', 'check_transition', 'citus_drop_tables', 'citus_my_outbox',
+	'citus_my_records', 'citus_my_tokens', 'citus_require_coordinator', 'citus_setup', 'citus_status',
+	'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
+	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin',
+	'idempotent_finish', 'inbox_receive', 'inbox_receive_batch', 'issue_token', 'key', 'key_cmp',
+	'key_eq', 'key_ge', 'key_gt', 'key_hash', 'key_hash_extended', 'key_hash_text',
+	'key_hash_text_extended', 'key_in', 'key_le', 'key_lt', 'key_ne', 'key_out', 'key_recv',
+	'key_send', 'key_text_cmp', 'key_text_eq', 'key_text_ge', 'key_text_gt', 'key_text_le',
+	'key_text_lt', 'key_text_ne', 'lock', 'lookup', 'make_key', 'outbox_ack', 'outbox_fetch',
+	'outbox_send', 'owner_name', 'parse_key', 'record_transition', 'rename_owner',
+	'state_history_visible', 'state_machine_transitions', 'state_machines_changed', 'stats',
+	'stats_reset', 'text', 'text_bytewise_cmp', 'text_bytewise_eq', 'text_key_cmp', 'text_key_eq',
+	'text_key_ge', 'text_key_gt', 'text_key_le', 'text_key_lt', 'text_key_ne', 'transition_allowed',
+	'try_lock', 'version_guard'],
+	'the extension defines exactly these functions');
+SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_outbox', 'my_records', 'my_tokens', 'stats'],
+	'the extension defines exactly these views');
+SELECT tables_are('idempotency', ARRAY['inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
+	'the extension defines exactly these tables');
 
 SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
 SELECT is((SELECT array_agg(n || ' ' || format_type(t, NULL) ORDER BY o)

@@ -154,7 +154,7 @@ UPDATE orders_p_us SET status = 'refunding';
 SELECT * FROM orders_p ORDER BY id;
 
 -- misuse: a trigger defined wrongly is refused when it is created
--- (sql/trigger_checks.sql has every case) ...
+-- (sql/trigger_ddl.sql has every case) ...
 CREATE TABLE misuse (id int PRIMARY KEY, status text);
 CREATE TRIGGER t_after AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('order_status', 'status');
 CREATE TRIGGER t_machine BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION idempotency.check_transition('no_such_machine', 'status');

@@ -1,252 +1,97 @@
 --
 -- idempotent_begin(..., defer_claim => true): begin only reads, and the
 -- record is written once, complete, by idempotent_finish in the same
--- transaction.  Concurrency is in test/specs/defer_claim_race.spec.
+-- transaction.  Concurrency is in test/specs/xactclaims_defer_race.spec.
 --
 SET search_path = public;
 CREATE TABLE orders_paid (key text PRIMARY KEY, amount int);
+
 -- begin, business write and finish in one transaction: one record, written
 -- by finish (begin wrote nothing)
 BEGIN;
 SELECT outcome, status, attempt IS NOT NULL AS has_attempt, lease_until > now() AS leased
   FROM idempotency.idempotent_begin('d1', request => '{"amount": 5}', defer_claim => true);
- outcome |   status   | has_attempt | leased 
----------+------------+-------------+--------
- execute | processing | t           | t
-(1 row)
-
 SELECT count(*) AS written_by_begin FROM idempotency.registry WHERE key = 'd1';
- written_by_begin 
-------------------
-                0
-(1 row)
-
 INSERT INTO orders_paid VALUES ('d1', 5);
 SELECT idempotency.idempotent_finish('d1', '{"paid": 5}', status_code => 201);
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 SELECT status, lease_until IS NULL AS no_lease FROM idempotency.registry WHERE key = 'd1';
-  status   | no_lease 
------------+----------
- completed | t
-(1 row)
-
 COMMIT;
 -- retries replay, by a single read; a different request is still refused
 SELECT outcome, status, response, status_code
   FROM idempotency.idempotent_begin('d1', request => '{"amount": 5.0}', defer_claim => true);
- outcome |  status   |  response   | status_code 
----------+-----------+-------------+-------------
- replay  | completed | {"paid": 5} |         201
-(1 row)
-
 SELECT outcome FROM idempotency.idempotent_begin('d1', request => '{"amount": 5}');
- outcome 
----------
- replay
-(1 row)
-
 SELECT outcome FROM idempotency.idempotent_begin('d1', request => '{"amount": 6}', defer_claim => true);
-ERROR:  idempotency key "d1" in scope "" was already used for a different request
-HINT:  Use a new key for a new request.
+
 -- the attempt begin returned is the one the record gets; a wrong one is refused
 BEGIN;
 SELECT attempt AS d2 FROM idempotency.idempotent_begin('d2', defer_claim => true) \gset
 \set VERBOSITY sqlstate
 SELECT idempotency.idempotent_finish('d2', '{}', attempt => :d2 + 1);
-ERROR:  IK004
 \set VERBOSITY default
 ROLLBACK;
 BEGIN;
 SELECT attempt AS d2 FROM idempotency.idempotent_begin('d2', defer_claim => true) \gset
 SELECT idempotency.idempotent_finish('d2', '{}', attempt => :d2);
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT attempt = :d2 AS same_attempt FROM idempotency.my_records WHERE key = 'd2';
- same_attempt 
---------------
- t
-(1 row)
 
 -- a second begin of the same key in the same transaction: in_progress
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d3', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 SELECT outcome, lease_until > now() AS leased FROM idempotency.idempotent_begin('d3', defer_claim => true);
-   outcome   | leased 
--------------+--------
- in_progress | t
-(1 row)
-
 SELECT outcome FROM idempotency.idempotent_begin('d3');
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT idempotency.idempotent_finish('d3', '"once"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('d3');
- outcome | response 
----------+----------
- replay  | "once"
-(1 row)
 
 -- a transaction that took a deferred claim cannot commit without its finish:
 -- the commit fails and commits nothing, not even the business write
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('d4', 4);
 COMMIT;
-ERROR:  idempotency key "d4" in scope "" was claimed with defer_claim but not finished
-DETAIL:  A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.
-HINT:  Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd4';
- business_rows 
----------------
-             0
-(1 row)
-
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd4';
- records 
----------
-       0
-(1 row)
-
 -- in autocommit there is no later finish: the statement itself fails
 SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
-ERROR:  idempotency key "d4" in scope "" was claimed with defer_claim but not finished
-DETAIL:  A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.
-HINT:  Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd4';
- records 
----------
-       0
-(1 row)
-
 -- PREPARE TRANSACTION is refused the same way
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d4', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 PREPARE TRANSACTION 'deferred';
-ERROR:  idempotency key "d4" in scope "" was claimed with defer_claim but not finished
-DETAIL:  A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.
-HINT:  Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.
 SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'deferred';
- prepared 
-----------
-        0
-(1 row)
 
 -- abandon forgets a deferred claim (nothing was written); the commit goes through
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d5', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 SELECT idempotency.idempotent_abandon('d5');
- idempotent_abandon 
---------------------
- 
-(1 row)
-
 INSERT INTO orders_paid VALUES ('d5-other', 1);
 COMMIT;
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd5';
- records 
----------
-       0
-(1 row)
-
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd5-other';
- business_rows 
----------------
-             1
-(1 row)
-
 SELECT idempotency.idempotent_abandon('d5');
-ERROR:  idempotency key "d5" in scope "" has no claim
-HINT:  Call idempotent_begin first; a claim that expired or was abandoned no longer exists.
+
 -- a claim taken in a subtransaction that rolls back goes with it
 BEGIN;
 SAVEPOINT s;
 SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 ROLLBACK TO s;
 INSERT INTO orders_paid VALUES ('d6-other', 1);
 COMMIT;
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 'd6-other';
- business_rows 
----------------
-             1
-(1 row)
-
 -- ... and one whose subtransaction commits passes to the parent
 BEGIN;
 SAVEPOINT s;
 SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 RELEASE s;
 COMMIT;
-ERROR:  idempotency key "d6" in scope "" was claimed with defer_claim but not finished
-DETAIL:  A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.
-HINT:  Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.
 BEGIN;
 SAVEPOINT s;
 SELECT outcome FROM idempotency.idempotent_begin('d6', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 RELEASE s;
 SELECT idempotency.idempotent_finish('d6', '"via parent"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('d6');
- outcome |   response   
----------+--------------
- replay  | "via parent"
-(1 row)
 
 -- inside a PL/pgSQL EXCEPTION block: an error after the deferred begin rolls
 -- the claim back with the block, and the transaction still commits
@@ -261,128 +106,47 @@ BEGIN
 	END;
 	INSERT INTO orders_paid VALUES ('d7-after', 7);
 END $$;
-NOTICE:  caught 22012
 SELECT key FROM orders_paid WHERE key LIKE 'd7%' ORDER BY key;
-   key    
-----------
- d7-after
-(1 row)
-
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd7';
- records 
----------
-       0
-(1 row)
 
 -- an expired or abandoned record is claimed the ordinary way (written at begin)
 SELECT outcome FROM idempotency.idempotent_begin('d8');
- outcome 
----------
- execute
-(1 row)
-
 SELECT idempotency.idempotent_abandon('d8', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'd8' AND r.scope = ''));
- idempotent_abandon 
---------------------
- 
-(1 row)
-
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d8', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 SELECT status FROM idempotency.registry WHERE key = 'd8';
-   status   
-------------
- processing
-(1 row)
-
 SELECT idempotency.idempotent_finish('d8', '"reclaimed"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'd8' AND r.scope = ''));
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('d8');
- outcome |  response   
----------+-------------
- replay  | "reclaimed"
-(1 row)
 
 -- NULL defer_claim
 SELECT idempotency.idempotent_begin('d9', defer_claim => NULL);
-ERROR:  defer_claim must not be null
+
 -- A finish or abandon undone by a subtransaction's rollback leaves the claim
 -- open again: the commit is refused (2D000) and nothing commits, not even
 -- the business write that stayed.  In every transaction context.
 \set VERBOSITY sqlstate
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('s1', 1);
 SAVEPOINT a;
 SELECT idempotency.idempotent_finish('s1', '{"ok": true}');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 ROLLBACK TO SAVEPOINT a;
 COMMIT;
-ERROR:  2D000
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
- business_rows 
----------------
-             0
-(1 row)
-
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 's1';
- records 
----------
-       0
-(1 row)
-
 -- the same for an abandon
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('s1', 1);
 SAVEPOINT a;
 SELECT idempotency.idempotent_abandon('s1');
- idempotent_abandon 
---------------------
- 
-(1 row)
-
 ROLLBACK TO SAVEPOINT a;
 COMMIT;
-ERROR:  2D000
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
- business_rows 
----------------
-             0
-(1 row)
-
 -- a finish in a PL/pgSQL EXCEPTION block whose error undoes it
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s1', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('s1', 1);
 DO $$
 BEGIN
@@ -391,15 +155,8 @@ BEGIN
 EXCEPTION WHEN division_by_zero THEN
 	RAISE NOTICE 'caught %', SQLSTATE;
 END $$;
-NOTICE:  00000
 COMMIT;
-ERROR:  2D000
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
- business_rows 
----------------
-             0
-(1 row)
-
 -- the same in autocommit, one DO block: begin, write, a finish undone
 DO $$
 BEGIN
@@ -412,81 +169,29 @@ BEGIN
 		RAISE NOTICE 'caught %', SQLSTATE;
 	END;
 END $$;
-NOTICE:  00000
-ERROR:  2D000
 SELECT count(*) AS business_rows FROM orders_paid WHERE key = 's1';
- business_rows 
----------------
-             0
-(1 row)
-
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 's1';
- records 
----------
-       0
-(1 row)
-
 \set VERBOSITY default
 -- the reopened claim is the one a second begin sees, and a second finish
 -- writes it
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('s2', 2);
 SAVEPOINT a;
 SELECT idempotency.idempotent_finish('s2', '"first"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
- outcome 
----------
- replay
-(1 row)
-
 ROLLBACK TO SAVEPOINT a;
 SELECT outcome FROM idempotency.idempotent_begin('s2', defer_claim => true);
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT idempotency.idempotent_finish('s2', '"second"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('s2');
- outcome | response 
----------+----------
- replay  | "second"
-(1 row)
-
 -- a finish in a savepoint that is released, or a PL/pgSQL block that ends
 -- without error, counts
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s3', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 SAVEPOINT a;
 SAVEPOINT b;
 SELECT idempotency.idempotent_finish('s3', '"released"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 RELEASE SAVEPOINT b;
 RELEASE SAVEPOINT a;
 COMMIT;
@@ -500,81 +205,31 @@ BEGIN
 	END;
 END $$;
 SELECT key, response FROM idempotency.my_records WHERE key IN ('s3', 's4') ORDER BY key;
- key |   response   
------+--------------
- s3  | "released"
- s4  | "in a block"
-(2 rows)
-
 -- finished two levels down, that level released, the one above rolled back:
 -- open again
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('s5', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 SAVEPOINT a;
 SAVEPOINT b;
 SELECT idempotency.idempotent_finish('s5', '"deep"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 RELEASE SAVEPOINT b;
 ROLLBACK TO SAVEPOINT a;
 SELECT outcome FROM idempotency.idempotent_begin('s5', defer_claim => true);
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT idempotency.idempotent_finish('s5', '"again"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 COMMIT;
 SELECT outcome, response FROM idempotency.idempotent_begin('s5');
- outcome | response 
----------+----------
- replay  | "again"
-(1 row)
-
 -- claimed and finished in one savepoint that rolls back: claim, record and
 -- business write all go, and the transaction commits what it kept
 BEGIN;
 INSERT INTO orders_paid VALUES ('s6-kept', 6);
 SAVEPOINT a;
 SELECT outcome FROM idempotency.idempotent_begin('s6', defer_claim => true);
- outcome 
----------
- execute
-(1 row)
-
 INSERT INTO orders_paid VALUES ('s6', 6);
 SELECT idempotency.idempotent_finish('s6', '"gone"');
- idempotent_finish 
--------------------
- completed
-(1 row)
-
 ROLLBACK TO SAVEPOINT a;
 COMMIT;
 SELECT key FROM orders_paid WHERE key LIKE 's6%' ORDER BY key;
-   key   
----------
- s6-kept
-(1 row)
-
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 's6';
- records 
----------
-       0
-(1 row)
 
 -- A finished deferred claim keeps no memory until the transaction ends:
 -- 20000 of them in one transaction grow the transaction's memory by far
@@ -593,12 +248,8 @@ BEGIN
 	END LOOP;
 END $$;
 SELECT pg_temp.top_transaction_bytes() - :before < 20000 * 50 AS bounded;
- bounded 
----------
- t
-(1 row)
-
 COMMIT;
+
 -- Many claims held at once by one transaction (a batch that claims first and
 -- finishes later): each is found again by its key, also once they are
 -- indexed, and a claim given up in a savepoint that rolls back is the
@@ -621,24 +272,10 @@ BEGIN
 END $$;
 BEGIN;
 SELECT pg_temp.claim_and_shadow(5);
-      claim_and_shadow      
-----------------------------
- in_progress execute undone
-(1 row)
-
 SELECT pg_temp.claim_and_shadow(40);
-      claim_and_shadow      
-----------------------------
- in_progress execute undone
-(1 row)
-
 COMMIT;
 SELECT count(*) FILTER (WHERE status = 'completed') AS completed, count(*) AS records
   FROM idempotency.my_records WHERE key::text LIKE 'many-%';
- completed | records 
------------+---------
-        45 |      45
-(1 row)
 
 DROP TABLE orders_paid;
 TRUNCATE idempotency.registry;
