@@ -251,11 +251,23 @@ REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text
  * The step a claim has reached and its state, recorded by
  * idempotent_checkpoint: kept by a take-over, reset by any new claim of the
  * record.  Added at the table's end, as src/registry.h lists them; both are
- * unindexed, so that recording a step is a HOT update.
+ * unindexed, so that recording a step is a HOT update.  Under Citus the
+ * ALTER TABLE changes this node's table only (Citus would send the whole
+ * script to the workers as the command, and fail): every node runs this
+ * script, and citus_setup() adds the columns to the registry's shards.
  */
+SELECT pg_catalog.set_config('idempotency_update.citus_ddl',
+							 pg_catalog.current_setting('citus.enable_ddl_propagation', true), true),
+	   pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true)
+ WHERE pg_catalog.current_setting('citus.enable_ddl_propagation', true) IS NOT NULL;
+
 ALTER TABLE idempotency.registry
-	ADD COLUMN recovery_point pg_catalog.text COLLATE pg_catalog."C",
+	ADD COLUMN recovery_point pg_catalog.text,
 	ADD COLUMN recovery_state pg_catalog.jsonb;
+
+SELECT pg_catalog.set_config('citus.enable_ddl_propagation',
+							 pg_catalog.current_setting('idempotency_update.citus_ddl'), true)
+ WHERE pg_catalog.current_setting('idempotency_update.citus_ddl', true) IS NOT NULL;
 
 /*
  * idempotent_begin and lookup answer with the recovery point and state too:
@@ -351,6 +363,192 @@ CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
 		   r.recovery_point, r.recovery_state
 	  FROM idempotency.registry AS r
 	 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
+
+/*
+ * Under Citus.  citus_my_records() (what my_records reads once citus_setup()
+ * has distributed the registry) answers with the recovery columns too; the
+ * my_records view above no longer reads it, so it can be replaced.
+ * citus_setup() distributes idempotent_checkpoint and idempotent_renew by
+ * their key, as idempotent_finish, points my_records at the new
+ * citus_my_records(), and adds the new columns to shards made before the
+ * update: run it again on the coordinator after updating a Citus
+ * installation.
+ */
+ALTER FUNCTION idempotency.citus_my_records() RENAME TO citus_my_records_1_0;
+
+CREATE FUNCTION idempotency.citus_my_records(OUT key idempotency.key,
+											 OUT scope pg_catalog.text,
+											 OUT status pg_catalog.text,
+											 OUT attempt pg_catalog.int4,
+											 OUT created_at pg_catalog.timestamptz,
+											 OUT updated_at pg_catalog.timestamptz,
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT expires_at pg_catalog.timestamptz,
+											 OUT expired pg_catalog.bool,
+											 OUT response pg_catalog.jsonb,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
+											 OUT fingerprint pg_catalog.bytea,
+											 OUT recovery_point pg_catalog.text,
+											 OUT recovery_state pg_catalog.jsonb)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_citus_my_records'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_my_records() IS
+'the calling role''s records, read as the registry''s owner (my_records under Citus)';
+
+SELECT idempotency.carry_privileges('idempotency.citus_my_records_1_0()'::pg_catalog.regprocedure,
+									'idempotency.citus_my_records()'::pg_catalog.regprocedure);
+
+DROP FUNCTION idempotency.citus_my_records_1_0();
+
+CREATE OR REPLACE FUNCTION idempotency.citus_setup()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	saved_triggers text;
+	saved_factor text;
+	saved_ddl text;
+	t record;
+	f record;
+	node record;
+	views text;
+	grants text;
+BEGIN
+	PERFORM idempotency.citus_require_coordinator();
+
+	saved_triggers := current_setting('citus.enable_unsafe_triggers');
+	saved_factor := current_setting('citus.shard_replication_factor');
+	saved_ddl := current_setting('citus.enable_ddl_propagation');
+	PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+	PERFORM set_config('citus.shard_replication_factor', '1', true);
+
+	FOR t IN
+		SELECT v.rel::regclass AS rel, v.col, v.colocate
+		  FROM (VALUES (1, 'idempotency.registry', 'key', 'none'),
+					   (2, 'idempotency.tokens', 'token', 'idempotency.registry'),
+					   (3, 'idempotency.inbox', 'message_id', 'none'),
+					   (4, 'idempotency.state_machines', NULL, NULL),
+					   (5, 'idempotency.outbox', 'ordering_key', 'none')) AS v(ord, rel, col, colocate)
+		 ORDER BY v.ord
+	LOOP
+		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_partition AS p WHERE p.logicalrelid = t.rel);
+		IF t.col IS NULL THEN
+			PERFORM create_reference_table(t.rel);
+		ELSE
+			PERFORM create_distributed_table(t.rel, t.col, colocate_with => t.colocate);
+		END IF;
+		PERFORM truncate_local_data_after_distributing_table(t.rel);
+	END LOOP;
+
+	FOR f IN
+		SELECT v.fn::regprocedure AS fn, v.arg, v.colocate
+		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_abandon(text, text, integer)', '$1', 'idempotency.registry'),
+					   ('idempotency.lookup(text, text, jsonb)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_checkpoint(text, text, jsonb, text, integer)', '$1', 'idempotency.registry'),
+					   ('idempotency.idempotent_renew(text, interval, text, integer)', '$1', 'idempotency.registry'),
+					   ('idempotency.consume_token(text, text)', '$1', 'idempotency.tokens'),
+					   ('idempotency.inbox_receive(text, text, interval)', '$2', 'idempotency.inbox')) AS v(fn, arg, colocate)
+	LOOP
+		CONTINUE WHEN EXISTS (SELECT FROM pg_dist_object AS o
+							   WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.fn
+								 AND o.distribution_argument_index IS NOT NULL);
+		PERFORM create_distributed_function(f.fn, f.arg, colocate_with => f.colocate);
+	END LOOP;
+
+	PERFORM set_config('citus.enable_unsafe_triggers', saved_triggers, true);
+	PERFORM set_config('citus.shard_replication_factor', saved_factor, true);
+
+	/*
+	 * The views, here and on the other nodes; then, there, the privileges
+	 * on the extension's functions and views: each grantee the coordinator
+	 * knows of, and PUBLIC, gets exactly its privileges here (everything
+	 * revoked, then granted again).  One statement per node.
+	 */
+	views := $views$
+		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
+				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
+				   r.status_code, r.body, r.headers, r.fingerprint, r.recovery_point, r.recovery_state
+			  FROM idempotency.citus_my_records() AS r;
+		CREATE OR REPLACE VIEW idempotency.my_tokens WITH (security_barrier) AS
+			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,
+				   t.consumed_at, t.state
+			  FROM idempotency.citus_my_tokens() AS t;
+		CREATE OR REPLACE VIEW idempotency.my_outbox WITH (security_barrier) AS
+			SELECT o.message_id COLLATE pg_catalog."C" AS message_id,
+				   o.topic COLLATE pg_catalog."C" AS topic,
+				   o.ordering_key COLLATE pg_catalog."C" AS ordering_key, o.seq, o.payload,
+				   o.headers, o.sent_at, o.attempt, o.deliveries, o.lease_until,
+				   o.delivered_at, o.expires_at,
+				   CASE WHEN o.delivered_at IS NOT NULL THEN 'delivered'
+						WHEN o.lease_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'leased'
+						ELSE 'pending' END AS state
+			  FROM idempotency.citus_my_outbox() AS o;
+	$views$;
+	PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+	EXECUTE views;
+	PERFORM set_config('citus.enable_ddl_propagation', saved_ddl, true);
+
+	SELECT string_agg(g.cmd, E';\n' ORDER BY g.obj, g.grantee) INTO STRICT grants
+	  FROM (SELECT o.obj, a.grantee,
+				   format('REVOKE ALL ON %s %s FROM %s', o.kind, o.obj, a.grantee_name)
+				   || coalesce('; GRANT ' || a.privs || format(' ON %s %s TO %s', o.kind, o.obj, a.grantee_name), '')
+				   || coalesce('; GRANT ' || a.grantable
+							   || format(' ON %s %s TO %s WITH GRANT OPTION', o.kind, o.obj, a.grantee_name), '') AS cmd
+			  FROM (SELECT 'FUNCTION' AS kind, p.oid::regprocedure::text AS obj,
+						   coalesce(p.proacl, acldefault('f', p.proowner)) AS acl, p.proowner AS owner
+					  FROM pg_proc AS p
+					  JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+					 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+					   AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotency')
+					UNION ALL
+					SELECT 'TABLE', c.oid::regclass::text,
+						   coalesce(c.relacl, acldefault('r', c.relowner)), c.relowner
+					  FROM pg_class AS c
+					 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'v') AS o,
+				   LATERAL (SELECT x.grantee,
+								   CASE WHEN x.grantee = 0 THEN 'PUBLIC'
+										ELSE quote_ident(pg_get_userbyid(x.grantee)) END AS grantee_name,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE NOT x.is_grantable) AS privs,
+								   string_agg(x.privilege_type, ', ') FILTER (WHERE x.is_grantable) AS grantable
+							  FROM aclexplode(o.acl) AS x
+							 WHERE x.grantee <> o.owner
+							 GROUP BY x.grantee
+							UNION ALL
+							SELECT 0, 'PUBLIC', NULL, NULL
+							 WHERE NOT EXISTS (SELECT FROM aclexplode(o.acl) AS x WHERE x.grantee = 0)) AS a) AS g;
+
+	/*
+	 * The registry's shards get the columns an update added to it: Citus
+	 * does not propagate an extension script's ALTER TABLE (its hooks are
+	 * off there), so shards made before the update lack them.
+	 */
+	PERFORM run_command_on_shards('idempotency.registry',
+		'ALTER TABLE %s ADD COLUMN IF NOT EXISTS recovery_point pg_catalog.text,'
+		' ADD COLUMN IF NOT EXISTS recovery_state pg_catalog.jsonb');
+
+	FOR node IN
+		SELECT * FROM run_command_on_workers(format('DO %L',
+			format('BEGIN SET LOCAL citus.enable_ddl_propagation = off; %s %s; END', views, grants)))
+	LOOP
+		IF NOT node.success THEN
+			RAISE EXCEPTION 'could not set up the views and privileges of extension "idempotency" on node %:%',
+				node.nodename, node.nodeport
+				USING ERRCODE = 'connection_exception', DETAIL = node.result;
+		END IF;
+	END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.citus_setup() IS
+'distribute the extension''s tables and functions with Citus; run on the coordinator, again after granting by hand';
 
 /*
  * idempotent_checkpoint: record, in the caller's transaction, the step the
