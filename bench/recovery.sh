@@ -87,7 +87,8 @@ pgbench_run() {
 		exit 1
 	fi
 	run_tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$dir/out")
-	if [ -z "$run_tps" ]; then
+	run_xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$dir/out")
+	if [ -z "$run_tps" ] || [ -z "$run_xacts" ] || [ "$run_xacts" -eq 0 ]; then
 		echo "pgbench on $script in $db processed no transactions:" >&2
 		cat "$dir/out" >&2
 		exit 1
@@ -96,24 +97,31 @@ pgbench_run() {
 
 echo "==> throughput: $clients clients, $seconds s per run, $rounds rounds, synchronous_commit = off"
 reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
-declare -A runs
+declare -A runs walbytes xacts
 for round in $(seq "$rounds"); do
 	order=$variants
 	[ $((round % 2)) -eq 0 ] && order=$reversed
 	for v in $order; do
 		IFS=: read -r name db script <<<"$v"
+		start=$(psql_cluster -Atc "SELECT pg_current_wal_insert_lsn()")
 		pgbench_run "$db" "$script"
+		wal=$(psql_cluster -Atc "SELECT pg_current_wal_insert_lsn() - '$start'::pg_lsn")
 		psql_cluster -c "CHECKPOINT" >/dev/null
 		runs[$name]="${runs[$name]:-} $run_tps"
+		walbytes[$name]=$((${walbytes[$name]:-0} + ${wal%.*}))
+		xacts[$name]=$((${xacts[$name]:-0} + run_xacts))
 	done
 done
 
 declare -A tps
-printf '   %-12s %10s   %s\n' variant "median tps" "runs (tps)"
+echo "   (WAL: bytes per request, full-page images included, every run starting after a CHECKPOINT)"
+printf '   %-12s %10s %8s   %s\n' variant "median tps" "WAL" "runs (tps)"
 for v in $variants; do
 	name=${v%%:*}
 	tps[$name]=$(median ${runs[$name]})
-	printf '   %-12s %10.0f  %s\n' "$name" "${tps[$name]}" "$(for t in ${runs[$name]}; do printf ' %.0f' "$t"; done)"
+	printf '   %-12s %10.0f %8.0f  %s\n' "$name" "${tps[$name]}" \
+		"$(awk -v a="${walbytes[$name]}" -v n="${xacts[$name]}" 'BEGIN { print a / n }')" \
+		"$(for t in ${runs[$name]}; do printf ' %.0f' "$t"; done)"
 done
 
 ratio_line() {
