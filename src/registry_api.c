@@ -1225,7 +1225,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
  *		A fenced statement on a claim other than a finish or an abandon
  *		(a recovery point, a renewal) changed no row: the error that says
  *		why, as a finish's.  doing names it in the IK006 detail ("renewing
- *		its lease").
+ *		the lease of").
  */
 void
 RegistryExplainMiss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
