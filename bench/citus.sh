@@ -7,7 +7,7 @@
 #   execute: a new key each request: claim + one business INSERT + result,
 #            one PL/pgSQL call on the coordinator (bench/citus_bench.sql); the
 #            business table is distributed by its key, not co-located with
-#            the registry, as README "Scaling out" says
+#            the registry, as doc/scaling-out.md says
 #   replay:  the same call for a completed key
 #   begin:   a top-level idempotent_begin for a completed key, which Citus
 #            runs on the key's worker (a delegated call)

@@ -2,13 +2,13 @@
 -- on the Citus coordinator (psql variables distribute and replay_keys).
 
 -- the business write, distributed by its key under Citus, in a co-location
--- group of its own (README, "Scaling out")
+-- group of its own (doc/scaling-out.md)
 CREATE TABLE bench_charges (key text PRIMARY KEY, amount int NOT NULL);
 \if :distribute
 SELECT create_distributed_table('bench_charges', 'key', colocate_with => 'none');
 \endif
 
--- the README's handler: claim, business write, result
+-- the handler of doc/idempotency-keys.md: claim, business write, result
 CREATE FUNCTION bench_pay(k text, amount int) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE

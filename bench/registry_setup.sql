@@ -12,7 +12,7 @@
 --                team writes to get what the extension gives (see below)
 --   bench_feq_tuned  the same on a table designed like the extension's
 --   bench_feq_fn the same factored into begin and finish functions
---   bench_ext    the extension, default mode, written as README.md shows
+--   bench_ext    the extension, default mode, written as doc/idempotency-keys.md shows
 --   bench_defer  the extension with defer_claim => true
 --   bench_reg_min    the minimal handler's statements, by hand, on the
 --                extension's own registry table (all its columns filled)
@@ -368,7 +368,7 @@ BEGIN
 	RETURN result;
 END $$;
 
--- the extension, written as README.md shows it: begin and finish as
+-- the extension, written as doc/idempotency-keys.md shows it: begin and finish as
 -- assignments, the key passed as text, the request fingerprinted
 CREATE FUNCTION bench_ext(k text, amount int) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$

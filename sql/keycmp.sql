@@ -288,7 +288,7 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 RESET ROLE;
 
--- the README's charges table
+-- the charges table of doc/key-type.md
 CREATE TABLE charges (key idempotency.key PRIMARY KEY, order_id text, amount int);
 INSERT INTO charges
 SELECT idempotency.make_key('order', 'ORD' || i, 'pay'), 'ORD' || i, i FROM generate_series(1, 1000) AS i;

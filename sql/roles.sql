@@ -1,5 +1,5 @@
 --
--- Records belong to a role name (README, "Security"): what DROP ROLE,
+-- Records belong to a role name (doc/operations.md, "Security"): what DROP ROLE,
 -- creating a role again under the same name and ALTER ROLE ... RENAME do to
 -- them, and the administrator's forget_role() and rename_owner().
 --

@@ -2,7 +2,7 @@
  *
  * idempotency.h
  *	  What every part of the extension shares: limits, SQLSTATEs and the
- *	  settings.  Each module has a header of its own (see the README's
+ *	  settings.  Each module has a header of its own (see doc/contributing.md,
  *	  "Code layout").
  *
  * Copyright (c) 2026, idempotency developers
@@ -27,7 +27,7 @@
 
 /*
  * Custom SQLSTATEs, class "IK" (idempotency key).  An HTTP layer maps them as
- * the README's table says: IK001 -> 422, IK002/IK003/IK004 -> 409, IK005 ->
+ * doc/errors.md says: IK001 -> 422, IK002/IK003/IK004 -> 409, IK005 ->
  * 403, IK006 -> 500 (the handler's own bug), IK007 -> 500 (a deployment
  * error).
  */

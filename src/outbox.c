@@ -48,8 +48,8 @@
  * Under Citus.  citus_setup() distributes the outbox by ordering_key, so all
  * of a key's messages are on one shard and each key is numbered and handed
  * out there as on a single server.  Citus refuses a subquery inside INSERT
- * and row locks in a statement that is not routed to one shard (README,
- * "Citus rules" 12), so three things change, only once the table is
+ * and row locks in a statement that is not routed to one shard
+ * (doc/scaling-out.md, "Citus rules" 12), so three things change, only once the table is
  * distributed (the plain statements are untouched):
  * - outbox_send reads the key's highest number and inserts the next one in
  *	 two statements, each routed to the key's shard by its ordering key;

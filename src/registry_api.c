@@ -851,7 +851,7 @@ api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
 			  errdetail("This transaction's deferred claim of the key is attempt %d.", latest) :
 			  errdetail("The latest attempt is %d.", latest)),
 			 attempt.value == 0 ?
-			 errhint("Pass the attempt that idempotent_begin returned, or NULL; a driver may read a NULL attempt as 0.") :
+			 errhint("Pass the attempt that idempotent_begin returned (NULL only inside the transaction that made the claim); a driver may read a NULL attempt as 0.") :
 			 errhint("Pass the attempt that idempotent_begin returned.")));
 }
 

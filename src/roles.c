@@ -19,8 +19,8 @@
  * rename_owner moves rows with a DELETE ... RETURNING that feeds an INSERT, in
  * one statement, rather than an UPDATE of owner: one snapshot, so a row
  * written meanwhile is either moved whole or left alone; and Citus refuses an
- * UPDATE of the distribution column, which owner may be (Citus rule 1 in the
- * README).  jsonb_populate_record copies each row whole but for its owner, so
+ * UPDATE of the distribution column, which owner may be (Citus rule 1 in
+ * doc/scaling-out.md).  jsonb_populate_record copies each row whole but for its owner, so
  * a column added to a table later moves with the row.
  *
  * These are rare administrative calls: their statements are planned each

@@ -172,7 +172,7 @@ citus_so="$(pg_config --pkglibdir)/citus.so"
 if [ -f "$citus_so" ]; then
 	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/t/citus/*.pl' PROVE_FLAGS=--verbose
 else
-	suite_skip "Citus" "Citus is not installed ($citus_so is missing; see README, \"Scaling out\")"
+	suite_skip "Citus" "Citus is not installed ($citus_so is missing; see doc/scaling-out.md)"
 fi
 
 echo

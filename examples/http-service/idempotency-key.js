@@ -9,8 +9,8 @@
 // with the same key gets them back byte for byte.
 'use strict';
 
-// What the extension's errors mean to an HTTP client (README, "Replaying an
-// HTTP response byte for byte").  Retry-After is in seconds.
+// What the extension's errors mean to an HTTP client (doc/errors.md,
+// "How an HTTP layer maps idempotent_begin").  Retry-After is in seconds.
 const ERRORS = {
   IK001: [422, 'the idempotency key was already used for a different request'],
   '22P02': [400, 'invalid Idempotency-Key header or request body'],

@@ -1,5 +1,5 @@
 // A payments API whose POST /charges is safe to retry: the reference use of
-// the idempotency extension from Node.js (README, "An HTTP service").
+// the idempotency extension from Node.js (doc/idempotency-keys.md, "An HTTP service").
 // Connection settings come from the PG* environment variables; PORT and
 // HOST say where to listen.
 'use strict';

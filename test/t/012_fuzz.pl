@@ -80,7 +80,7 @@ sub utf8 { return join '', map { my $c = chr($_); utf8::encode($c); $c } @_; }
 sub ascii_word { return join '', map { chr(0x21 + rnd(0x5e)) } 1 .. (1 + rnd($_[0] // 12)); }
 
 #
-# The model of a key: what is printable, written from the README's rule
+# The model of a key: what is printable, written from doc/key-type.md's rule
 #
 
 # class of a Unicode code point, from Perl's own Unicode database (plus the

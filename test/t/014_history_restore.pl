@@ -2,7 +2,7 @@
 # as numbers (NaN, infinities) are stored as strings, so the dump restores
 # with --exit-on-error; the restored rows, whose tables have new OIDs, stay
 # hidden from application roles until an administrator links them to the
-# restored tables by name, as README says.
+# restored tables by name, as doc/state-machines.md says.
 
 use strict;
 use warnings FATAL => 'all';

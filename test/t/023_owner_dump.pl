@@ -9,7 +9,7 @@
 # history is there, row for row.  A trigger the owner puts on state_history
 # runs as pg_database_owner, never as the superuser whose write or cleanup
 # fires it.  pg_dump -n public leaves the extension and its records out
-# (README, "Backup and restore"), and so does -n idempotency; adding
+# (doc/operations.md, "Backup and restore"), and so does -n idempotency; adding
 # --extension idempotency keeps them.
 
 use strict;

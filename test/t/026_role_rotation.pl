@@ -2,7 +2,7 @@
 # login roles, all members of one application role that grant_usage() was
 # given to.  Four clients, each logged in as a different lease, send the
 # same 60 payments at once, every payment from every client, through the
-# README's handler in the transactional mode; then a new lease, created
+# the handler of doc/idempotency-keys.md in the transactional mode; then a new lease, created
 # after all of them, retries every payment.  Records belong to the
 # application role, so each payment is charged exactly once and every
 # retry from any lease replays it.

@@ -1,4 +1,4 @@
-# The drivers of README's "Drivers and poolers", each running its example
+# The drivers of doc/drivers.md, each running its example
 # (examples/drivers) directly and through PgBouncer in transaction mode:
 # a key claimed and finished with an HTTP answer in one transaction, the
 # answer replayed byte for byte on a second connection, and the key's reuse
@@ -7,7 +7,7 @@
 # PgBouncer runs with one server connection, so the examples' two client
 # connections share it: a driver that prepares named statements there
 # (psycopg, asyncpg and pgJDBC do by default) meets its other connection's
-# statements, which is why README gives each its setting; this test shows
+# statements, which is why doc/drivers.md gives each its setting; this test shows
 # the defaults failing too.  A driver that cannot be found is skipped,
 # saying why (test/run_all.sh installs them all).
 

@@ -194,8 +194,8 @@ is( $coord->safe_psql('postgres', q{
 
 # --- the API through the coordinator, callers' SQL unchanged -----------------
 
-# The README's example: the business table is distributed by the key, in a
-# co-location group of its own (see README, "Scaling out").
+# The example of doc/scaling-out.md: the business table is distributed by the key, in a
+# co-location group of its own (see doc/scaling-out.md).
 $coord->safe_psql('postgres', q{
 	CREATE TABLE public.charges (key idempotency.key PRIMARY KEY, order_id text, amount int);
 	SELECT create_distributed_table('public.charges', 'key', colocate_with => 'none');
