@@ -99,6 +99,7 @@ SELECT idempotency.idempotent_checkpoint('st-2', 'half', '{"n": 1}', 'completer'
 SELECT key, recovery_point FROM idempotency.my_stalled_claims WHERE scope = 'completer' ORDER BY key;
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE scope = 'completer' AND key <> 'st-3';
 SELECT key, recovery_point FROM idempotency.my_stalled_claims WHERE scope = 'completer' ORDER BY key;
+CREATE TEMP TABLE takeovers_before AS SELECT takeovers FROM idempotency.stats;
 BEGIN;
 CREATE TEMP TABLE batch AS SELECT * FROM idempotency.claim_stalled('completer', 1);
 SELECT count(*) AS taken FROM batch;
@@ -111,10 +112,12 @@ SELECT b.key, b.attempt > b.previous_attempt AS new_attempt, b.lease_until > now
 SELECT idempotency.idempotent_finish(b.key, '{"completed": true}', 'completer')
   FROM (TABLE batch UNION ALL TABLE batch2) AS b ORDER BY b.key;
 COMMIT;
+-- each counts as a take-over
+SELECT s.takeovers - b.takeovers AS takeovers FROM idempotency.stats AS s, takeovers_before AS b;
 SELECT count(*) AS stalled FROM idempotency.my_stalled_claims WHERE scope = 'completer';
 SELECT count(*) FROM idempotency.claim_stalled('completer');
 SELECT count(*) FROM idempotency.claim_stalled();
-DROP TABLE batch, batch2;
+DROP TABLE batch, batch2, takeovers_before;
 -- an expired claim is not stalled: the next begin claims it afresh
 SELECT outcome FROM idempotency.idempotent_begin('st-4', 'completer');
 UPDATE idempotency.registry SET lease_until = now() - interval '2 seconds', expires_at = now() - interval '1 second' WHERE key = 'st-4';

@@ -53,6 +53,7 @@
 #include "key.h"
 #include "registry.h"
 #include "sqlcall.h"
+#include "stats.h"
 #include "xactclaims.h"
 
 /* A completer's lease when it names none, as a begin's. */
@@ -193,6 +194,7 @@ PG_FUNCTION_INFO_V1(idempotency_claim_stalled);
  *		NULL), one row each: the claim as a begin's take-over answers it,
  *		and the attempt taken over.  The claims are this transaction's, as a
  *		begin's are: finished or checkpointed in it, they need no attempt.
+ *		Each counts as a take-over in the statistics.
  */
 Datum
 idempotency_claim_stalled(PG_FUNCTION_ARGS)
@@ -255,5 +257,6 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SqlCallEnd(&call);
+	IdempotencyCount(STAT_TAKEOVER, n);
 	return (Datum) 0;
 }
