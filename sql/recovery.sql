@@ -291,6 +291,18 @@ SELECT idempotency.idempotent_checkpoint('e-role', 'p', attempt => 1);
 SELECT idempotency.idempotent_renew('e-role', '1 minute', attempt => 1);
 SELECT count(*) FROM idempotency.my_stalled_claims WHERE key = 'e-role';
 SELECT count(*) FROM idempotency.claim_stalled();
+BEGIN;
+SAVEPOINT a;
+SELECT idempotency.idempotent_renew('e-role', '1 minute', attempt => 1);
+ROLLBACK TO SAVEPOINT a;
+SELECT idempotency.idempotent_checkpoint('e-role', 'p', attempt => 1);
+ROLLBACK;
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_checkpoint('e-role', 'p', attempt => 1);
+EXCEPTION WHEN SQLSTATE 'IK002' THEN
+	RAISE NOTICE 'another role''s key: %', SQLSTATE;
+END $$;
 SET ROLE regress_rp_app;
 SELECT key FROM idempotency.my_stalled_claims WHERE key = 'e-role';
 SELECT key FROM idempotency.claim_stalled();
