@@ -122,7 +122,7 @@ idempotency_idempotent_checkpoint(PG_FUNCTION_ARGS)
 	SqlCall		call;
 
 	IdempotencyCheckNargs(fcinfo, 5);
-	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "idempotent_checkpoint");
+	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "recording a recovery point");
 	key = IdempotencyKeyArg(fcinfo, 0);
 	point = IdempotencyTextArg(fcinfo, 1, "recovery_point");
 	if (!PG_ARGISNULL(2))
@@ -169,7 +169,7 @@ idempotency_idempotent_renew(PG_FUNCTION_ARGS)
 	SqlCall		call;
 
 	IdempotencyCheckNargs(fcinfo, 4);
-	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "idempotent_renew");
+	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "renewing a lease");
 	key = IdempotencyKeyArg(fcinfo, 0);
 	IdempotencyRequireArg(fcinfo, 1, "lease");
 	scope = IdempotencyScopeArg(fcinfo, 2);
@@ -209,7 +209,7 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 	uint64		n;
 
 	IdempotencyCheckNargs(fcinfo, 3);
-	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "claim_stalled");
+	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_1, "taking over stalled claims");
 	if (!PG_ARGISNULL(0))
 		scope = IdempotencyScopeArg(fcinfo, 0);
 	IdempotencyRequireArg(fcinfo, 1, "batch_size");
@@ -222,7 +222,7 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 	if (IdempotencyCitusPartMethod(CITUS_REGISTRY) != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("claim_stalled is not supported on a distributed registry"),
+				 errmsg("cannot take over stalled claims in a batch on a distributed registry"),
 				 errdetail("Citus refuses FOR UPDATE SKIP LOCKED on a distributed table."),
 				 errhint("Take stalled claims over with idempotent_begin, by key.")));
 
