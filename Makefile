@@ -15,6 +15,7 @@ OBJS = \
 	src/registry.o \
 	src/registry_api.o \
 	src/xactclaims.o \
+	src/recovery.o \
 	src/cleanup.o \
 	src/sweep.o \
 	src/shmem.o \
@@ -41,7 +42,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = extension_catalog key keycmp keyfuncs registry registry_errors registry_http xactclaims \
+REGRESS = extension_catalog key keycmp keyfuncs registry registry_errors recovery registry_http xactclaims \
 	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
 	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
 	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait
@@ -54,7 +55,8 @@ ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback re
 	registry_abandon_vs_begin cleanup_vs_claim transition_race inbox_race version_guard_race \
 	tokens_race registry_max_wait_bound xactclaims_order xactclaims_defer_race locks_key_space \
 	transition_partition_move outbox_relay_race outbox_ack_vs_lease owner_locks \
-	registry_default_wait_race registry_previous_race
+	registry_default_wait_race registry_previous_race recovery_checkpoint_vs_takeover \
+	recovery_renew_vs_takeover
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 

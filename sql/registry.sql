@@ -228,6 +228,7 @@ CREATE FUNCTION pg_temp.left_over(k text) RETURNS text[] LANGUAGE sql AS $$
 $$;
 -- an expired record claimed again
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http', '{"a": 1}');
+SELECT idempotency.idempotent_checkpoint('k-reset', 'old_step', '{"old": true}', 'http', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 SELECT idempotency.idempotent_finish('k-reset', '{"old": true}', 'http', status_code => 201, body => 'old', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 SELECT pg_temp.left_over('k-reset') AS finished_has;
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'k-reset';
@@ -244,6 +245,7 @@ SELECT idempotency.idempotent_abandon('k-reset', 'http', attempt => (SELECT r.at
 SELECT pg_temp.left_over('k-reset') AS abandoned_has;
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');
 SELECT pg_temp.left_over('k-reset') AS reclaimed_has;
+SELECT idempotency.idempotent_checkpoint('k-reset', 'kept_step', NULL, 'http', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-reset' AND r.scope = 'http'));
 -- a lapsed lease taken over
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-reset';
 SELECT outcome FROM idempotency.idempotent_begin('k-reset', 'http');

@@ -126,17 +126,27 @@ static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_LOOKUP] = {
 		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3
 	},
+	[CITUS_DELEGATE_CHECKPOINT] = {
+		"idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text,"
+		" pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)", 5
+	},
+	[CITUS_DELEGATE_RENEW] = {
+		"idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval,"
+		" pg_catalog.text, pg_catalog.int4)", 4
+	},
 };
 
 /*
  * Per backend: whether this node hands calls over (the coordinator, with the
  * registry distributed and the delegates distributed with force_delegation),
- * and each delegate's kept plan.  Reset by an invalidation of the registry or
- * of pg_dist_object (Citus sends one when it distributes a function).
+ * and each delegate's kept plan; and whether the registry's shards are a
+ * version behind its SQL objects.  Reset by an invalidation of the registry
+ * or of pg_dist_object (Citus sends one when it distributes a function).
  */
 typedef struct CitusDelegateState
 {
 	bool		valid;
+	bool		shards_behind;	/* updated, citus_setup() not yet run again */
 	Oid			dist_object_relid;	/* pg_dist_object, watched */
 	bool		active[CITUS_NUM_DELEGATES];
 	int			distarg[CITUS_NUM_DELEGATES];	/* the key's or the scope's
@@ -800,7 +810,9 @@ idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
  *		plans.  It does on the Citus coordinator (group 0), with the 1.1 SQL
  *		objects, the registry hash-distributed and each delegate a member of
  *		the extension distributed with force_delegation (citus_setup() of
- *		1.1 does that).
+ *		1.1 does that).  On every node, the registry's shards are behind
+ *		while the 1.1 objects are installed and citus_setup() has not run
+ *		since.
  */
 static void
 citus_delegate_refresh(void)
@@ -814,6 +826,7 @@ citus_delegate_refresh(void)
 			SPI_freeplan(citus_delegate.plans[i]);
 		citus_delegate.plans[i] = NULL;
 	}
+	citus_delegate.shards_behind = false;
 	citus_delegate.dist_object_relid = get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE);
 
 	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_1 &&
@@ -822,8 +835,9 @@ citus_delegate_refresh(void)
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		if (citus_local_group() == 0)
 		{
+			bool		coordinator = citus_local_group() == 0;
+
 			for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
 			{
 				Oid			argtypes[2] = {TEXTOID, OIDOID};
@@ -855,6 +869,16 @@ citus_delegate_refresh(void)
 					 citus_delegate.distarg[i] >= citus_delegate_defs[i].nargs))
 					citus_delegate.active[i] = false;
 			}
+
+			/*
+			 * citus_setup() of 1.1 gives the registry's shards the columns
+			 * the update added, then distributes the delegates: until it has,
+			 * the shards have 1.0's columns (the update's ALTER TABLE reached
+			 * only the distributed table itself).
+			 */
+			citus_delegate.shards_behind = !citus_delegate.active[CITUS_DELEGATE_BEGIN];
+			if (!coordinator)
+				memset(citus_delegate.active, 0, sizeof(citus_delegate.active));
 		}
 		SPI_finish();
 	}
@@ -1040,4 +1064,41 @@ IdempotencyCitusNoteOwnerAccess(void)
 		citus_xact_callback_registered = true;
 	}
 	citus_owner_in_xact = true;
+}
+
+/*
+ * IdempotencyCitusRegistryVersion
+ *		The SQL version whose registry columns the statements may name: the
+ *		installed one, but 1.0's while a distributed registry's shards still
+ *		lack what the update added (between ALTER EXTENSION ... UPDATE and
+ *		citus_setup()), so that the API keeps working in between.
+ */
+IdempotencySqlVersion
+IdempotencyCitusRegistryVersion(void)
+{
+	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
+
+	if (catalog->sql_version < IDEMPOTENCY_SQL_1_1)
+		return catalog->sql_version;
+	if (!citus_delegate.valid)
+		citus_delegate_refresh();
+	return citus_delegate.shards_behind ? IDEMPOTENCY_SQL_1_0 : catalog->sql_version;
+}
+
+/*
+ * IdempotencyCitusRequireSetup
+ *		Refuse a feature that needs the registry columns of a version that
+ *		the shards of a distributed registry do not have yet.
+ */
+void
+IdempotencyCitusRequireSetup(IdempotencySqlVersion version, const char *feature)
+{
+	if (IdempotencyCitusRegistryVersion() >= version)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s needs citus_setup() to run again after the update of extension \"idempotency\"",
+					feature),
+			 errdetail("The shards of the distributed registry do not have the columns the update added."),
+			 errhint("Run SELECT idempotency.citus_setup() on the coordinator.")));
 }

@@ -17,6 +17,8 @@
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 
+#include "extension.h"
+
 /*
  * citus.c: without Citus, or before the setup, nothing changes.
  */
@@ -37,6 +39,8 @@ typedef enum CitusDelegate
 	CITUS_DELEGATE_FINISH,
 	CITUS_DELEGATE_ABANDON,
 	CITUS_DELEGATE_LOOKUP,
+	CITUS_DELEGATE_CHECKPOINT,
+	CITUS_DELEGATE_RENEW,
 	CITUS_NUM_DELEGATES
 } CitusDelegate;
 
@@ -44,6 +48,9 @@ extern void IdempotencyCitusInvalidate(Oid relid);
 extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,
 									 Datum *result);
 extern void IdempotencyCitusNoteOwnerAccess(void);
+extern IdempotencySqlVersion IdempotencyCitusRegistryVersion(void);
+extern void IdempotencyCitusRequireSetup(IdempotencySqlVersion version,
+										 const char *feature);
 extern char IdempotencyCitusPartMethod(CitusTable table);
 extern bool IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit,
 									uint64 *deleted);

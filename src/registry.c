@@ -6,11 +6,19 @@
  *
  * A record is handled as a row image (RegistryRow): a value or NULL for each
  * column of REGISTRY_COLUMNS (registry.h).  Every statement takes the same
- * parameters: $1 to $14 the columns of an image, in the table's order, then
+ * parameters: $1 to $16 the columns of an image, in the table's order, then
  * the call's clock reading, the attempt a finish or abandon names (or that a
  * claim read the record at) and the status a claim read it with.  The
  * statements that write or read a whole record are built from the column
  * list when first used, so none of them can leave a column out.
+ *
+ * They name only the columns that the installed SQL objects have: between a
+ * package upgrade and ALTER EXTENSION ... UPDATE the registry lacks the
+ * columns a later version added (at its end).  The statements are built for
+ * the installed version and built again when it changes (the update's ALTER
+ * TABLE invalidates the registry's relcache entry, which makes the catalog
+ * read the version again); a parameter for a column the table lacks is
+ * declared and unused, and an image read from such a table has it NULL.
  *
  * Every statement is single-table and addressed by the primary key (owner,
  * scope, key), the first three columns (Citus rule 3).  They run in the
@@ -31,6 +39,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "citus.h"
 #include "compat.h"
 #include "registry.h"
 
@@ -73,9 +82,10 @@ typedef struct RegistryColumnDef
 	const char *name;
 	Oid			type;
 	bool		ends;			/* written when a claim ends */
+	IdempotencySqlVersion since;	/* the SQL version that added it */
 } RegistryColumnDef;
 
-#define REGISTRY_COLUMN_DEF(name, type, ends) {#name, type, ends},
+#define REGISTRY_COLUMN_DEF(name, type, ends, since) {#name, type, ends, since},
 static const RegistryColumnDef registry_columns[REGISTRY_NCOLUMNS] = {
 	REGISTRY_COLUMNS(REGISTRY_COLUMN_DEF)
 };
@@ -95,10 +105,18 @@ static Datum registry_status_datums[lengthof(registry_status_names)];
  * abandoned.  RegistryRowLive is the same rule in C.
  */
 #define REGISTRY_LIVE_SQL \
-	"(r.expires_at OPERATOR(pg_catalog.>) $15" \
+	"(r.expires_at OPERATOR(pg_catalog.>) $17" \
 	" AND r.status OPERATOR(pg_catalog.<>) 'abandoned')"
 
-StaticAssertDecl(PARAM_NOW == 15, "REGISTRY_LIVE_SQL names the clock as $15");
+StaticAssertDecl(PARAM_NOW == 17, "REGISTRY_LIVE_SQL names the clock as $17");
+
+/*
+ * The SQL version the statements were built for, and how many of the
+ * columns (a prefix of REGISTRY_COLUMNS) its registry has; -1 before the
+ * first build.
+ */
+static int	registry_built_version = -1;
+static int	registry_ncolumns = 0;
 
 /*
  * A claim of a key nobody has a record of.  ON CONFLICT waits for a
@@ -146,13 +164,37 @@ static SqlStatement takeover_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.nat
 static SqlStatement end_stmt = {.expected_rc = SPI_OK_UPDATE};
 
 /*
+ * Records the step a live claim (of the given attempt) has reached and its
+ * state (idempotent_checkpoint).  Only unindexed columns change: a HOT
+ * update.
+ */
+static SqlStatement checkpoint_stmt = {.expected_rc = SPI_OK_UPDATE};
+
+/*
+ * Extends the lease of a live claim of the given attempt, to no later than
+ * the record's expiry (idempotent_renew).
+ */
+static SqlStatement renew_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts = 1};
+
+/*
+ * Takes over, as a begin's take-over does, up to $19 (the attempt
+ * parameter's place) of the caller's claims whose lease ran out and that
+ * nobody took over: the completer's batch.  SKIP LOCKED passes over a claim
+ * another completer (or a begin) holds, so no two get the same one.  Each
+ * row returned is the whole record after the take-over, then the attempt
+ * it had before.  Not under Citus (a distributed table refuses SKIP LOCKED).
+ */
+static SqlStatement stalled_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,
+.natts = REGISTRY_NCOLUMNS + 1};
+
+/*
  * registry_column_list
  *		Append "r.a, r.b, ..." (qualified) or "a, b, ..." for every column.
  */
 static void
 registry_column_list(StringInfo buf, bool qualified)
 {
-	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+	for (int i = 0; i < registry_ncolumns; i++)
 		appendStringInfo(buf, "%s%s%s", i > 0 ? ", " : "",
 						 qualified ? "r." : "", registry_columns[i].name);
 }
@@ -183,7 +225,7 @@ registry_insert_sql(bool on_conflict)
 	appendStringInfoString(&buf, "INSERT INTO idempotency.registry AS r (");
 	registry_column_list(&buf, false);
 	appendStringInfoString(&buf, ") VALUES (");
-	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
+	for (int i = 0; i < registry_ncolumns; i++)
 		appendStringInfo(&buf, "%s$%d", i > 0 ? ", " : "", i + 1);
 	appendStringInfoChar(&buf, ')');
 	if (on_conflict)
@@ -202,7 +244,7 @@ registry_set_sql(StringInfo buf, bool ends)
 	bool		first = true;
 
 	appendStringInfoString(buf, " SET ");
-	for (int i = REGISTRY_NIDENTITY; i < REGISTRY_NCOLUMNS; i++)
+	for (int i = REGISTRY_NIDENTITY; i < registry_ncolumns; i++)
 	{
 		const char *name = registry_columns[i].name;
 
@@ -237,22 +279,40 @@ registry_statement(SqlStatement *stmt, char *sql)
 
 /*
  * registry_build
- *		Build the statements' texts and the status datums, once per backend.
+ *		Build the statements' texts and the status datums for the registry
+ *		columns the installed SQL version has (under Citus, those its shards
+ *		have: IdempotencyCitusRegistryVersion): once per backend, and again
+ *		when that version changes.
+ *		The statements' kept plans are dropped with the cache of plans.
  */
 static void
 registry_build(void)
 {
-	static bool built = false;
+	IdempotencySqlVersion version = IdempotencyCitusRegistryVersion();
 	MemoryContext oldcontext;
 	StringInfoData buf;
+	const char *recovery_returning;
 
-	if (built)
+	if (registry_built_version == (int) version)
 		return;
 	StaticAssertStmt(REGISTRY_NARGS <= SQL_MAX_ARGS, "too many registry parameters");
 	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
 
-	for (size_t i = 0; i < lengthof(registry_status_names); i++)
-		registry_status_datums[i] = CStringGetTextDatum(registry_status_names[i]);
+	if (registry_built_version < 0)
+		for (size_t i = 0; i < lengthof(registry_status_names); i++)
+			registry_status_datums[i] = CStringGetTextDatum(registry_status_names[i]);
+	else
+		SqlCacheInvalidate(InvalidOid);
+
+	/* the columns this version's table has: a prefix of the list */
+	registry_ncolumns = 0;
+	while (registry_ncolumns < REGISTRY_NCOLUMNS &&
+		   registry_columns[registry_ncolumns].since <= version)
+		registry_ncolumns++;
+	for (int i = registry_ncolumns; i < REGISTRY_NCOLUMNS; i++)
+		Assert(registry_columns[i].since > version);
+	recovery_returning = version >= IDEMPOTENCY_SQL_1_1 ?
+		", r.recovery_point, r.recovery_state" : "";
 
 	registry_statement(&claim_stmt, registry_insert_sql(true));
 	registry_statement(&insert_finished_stmt, registry_insert_sql(false));
@@ -263,6 +323,7 @@ registry_build(void)
 	appendStringInfoString(&buf, " FROM idempotency.registry AS r");
 	registry_identity_sql(&buf);
 	registry_statement(&lookup_stmt, buf.data);
+	lookup_stmt.natts = registry_ncolumns;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
@@ -283,8 +344,10 @@ registry_build(void)
 	appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing'"
 					 " AND r.lease_until OPERATOR(pg_catalog.<=) $%d AND " REGISTRY_LIVE_SQL
 					 " AND r.attempt OPERATOR(pg_catalog.=) $%d"
-					 " RETURNING r.attempt, r.expires_at", PARAM_NOW, PARAM_ATTEMPT);
+					 " RETURNING r.attempt, r.expires_at%s", PARAM_NOW, PARAM_ATTEMPT,
+					 recovery_returning);
 	registry_statement(&takeover_stmt, buf.data);
+	takeover_stmt.natts = version >= IDEMPOTENCY_SQL_1_1 ? 4 : 2;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
@@ -295,8 +358,52 @@ registry_build(void)
 					 PARAM_ATTEMPT, PARAM_ATTEMPT);
 	registry_statement(&end_stmt, buf.data);
 
+	if (version >= IDEMPOTENCY_SQL_1_1)
+	{
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "UPDATE idempotency.registry AS r"
+						 " SET recovery_point = $%d, recovery_state = $%d, updated_at = $%d",
+						 RC_recovery_point + 1, RC_recovery_state + 1, RC_updated_at + 1);
+		registry_identity_sql(&buf);
+		appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing' AND " REGISTRY_LIVE_SQL
+						 " AND r.attempt OPERATOR(pg_catalog.=) $%d", PARAM_ATTEMPT);
+		registry_statement(&checkpoint_stmt, buf.data);
+
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "UPDATE idempotency.registry AS r"
+						 " SET lease_until = LEAST($%d, r.expires_at), updated_at = $%d",
+						 RC_lease_until + 1, RC_updated_at + 1);
+		registry_identity_sql(&buf);
+		appendStringInfo(&buf, " AND r.status OPERATOR(pg_catalog.=) 'processing' AND " REGISTRY_LIVE_SQL
+						 " AND r.attempt OPERATOR(pg_catalog.=) $%d RETURNING r.lease_until",
+						 PARAM_ATTEMPT);
+		registry_statement(&renew_stmt, buf.data);
+
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "UPDATE idempotency.registry AS r"
+						 " SET attempt = GREATEST(r.attempt OPERATOR(pg_catalog.+) 1, $%d),"
+						 " updated_at = $%d, lease_until = LEAST($%d, r.expires_at)"
+						 " FROM (SELECT s.key, s.scope, s.owner, s.attempt"
+						 " FROM idempotency.registry AS s"
+						 " WHERE s.owner OPERATOR(pg_catalog.=) $%d"
+						 " AND ($%d IS NULL OR s.scope OPERATOR(pg_catalog.=) $%d)"
+						 " AND s.status OPERATOR(pg_catalog.=) 'processing'"
+						 " AND s.lease_until OPERATOR(pg_catalog.<=) $%d"
+						 " AND s.expires_at OPERATOR(pg_catalog.>) $%d"
+						 " LIMIT $%d FOR UPDATE SKIP LOCKED) AS s"
+						 " WHERE r.key OPERATOR(pg_catalog.=) s.key"
+						 " AND r.scope OPERATOR(pg_catalog.=) s.scope"
+						 " AND r.owner OPERATOR(pg_catalog.=) s.owner RETURNING ",
+						 RC_attempt + 1, RC_updated_at + 1, RC_lease_until + 1,
+						 RC_owner + 1, RC_scope + 1, RC_scope + 1, PARAM_NOW, PARAM_NOW,
+						 PARAM_ATTEMPT);
+		registry_column_list(&buf, true);
+		appendStringInfoString(&buf, ", s.attempt");
+		registry_statement(&stalled_stmt, buf.data);
+	}
+
 	MemoryContextSwitchTo(oldcontext);
-	built = true;
+	registry_built_version = version;
 }
 
 /*
@@ -590,11 +697,17 @@ RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec)
 void
 RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
 {
-	if (desc->natts != REGISTRY_NCOLUMNS)
+	registry_build();
+	if (desc->natts < registry_ncolumns)
 		elog(ERROR, "registry row has %d columns, expected %d",
-			 desc->natts, REGISTRY_NCOLUMNS);
+			 desc->natts, registry_ncolumns);
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
-		row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+	{
+		row->values[i] = (Datum) 0;
+		row->nulls[i] = true;
+		if (i < registry_ncolumns)
+			row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+	}
 	row->status = registry_status_decode(row->values[RC_status]);
 }
 
@@ -607,6 +720,7 @@ RegistrySelectOwnSql(void)
 {
 	StringInfoData buf;
 
+	registry_build();
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "SELECT ");
 	registry_column_list(&buf, true);
@@ -652,6 +766,12 @@ RegistryTakeover(SqlCall *call, RegistryRow *claim, const RegistryRow *seen)
 		return false;
 	RegistryRowSet(claim, RC_attempt, SqlResult(0, 1, &isnull));
 	RegistryRowSet(claim, RC_expires_at, SqlResult(0, 2, &isnull));
+	if (takeover_stmt.natts > 2)
+	{
+		/* the steps the previous attempts recorded stay, to resume from */
+		RegistryRowSet(claim, RC_recovery_point, SqlResult(0, 3, &isnull));
+		RegistryRowSet(claim, RC_recovery_state, SqlResult(0, 4, &isnull));
+	}
 	return true;
 }
 
@@ -666,6 +786,7 @@ RegistryFinish(SqlCall *call, Datum scope, Datum key, const RegistryAnswer *answ
 {
 	RegistryRow row;
 
+	registry_build();
 	registry_row_empty(&row, call, scope, key);
 	registry_row_end(&row, call, answer);
 	return registry_execute(&end_stmt, call, &row, attempt) == 1;
@@ -682,6 +803,7 @@ RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 {
 	RegistryRow row;
 
+	registry_build();
 	registry_row_empty(&row, call, scope, key);
 	registry_row_end(&row, call, NULL);
 	return registry_execute(&end_stmt, call, &row, attempt) == 1;
@@ -731,4 +853,89 @@ RegistryInsertFinished(SqlCall *call, const RegistryRow *claim,
 				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
 	}
 	PG_END_TRY();
+}
+
+/*
+ * RegistryCheckpoint
+ *		Record the step the caller's live claim of that attempt has reached,
+ *		and its state (NULL for none); false if there is no such claim.  One
+ *		UPDATE of the record's unindexed columns, in the caller's
+ *		transaction: it commits or rolls back with the step's own writes.
+ */
+bool
+RegistryCheckpoint(SqlCall *call, Datum scope, Datum key, Datum point, Datum state,
+				   RegistryAttempt attempt)
+{
+	RegistryRow row;
+
+	registry_build();
+	Assert(attempt.given);
+	registry_row_empty(&row, call, scope, key);
+	RegistryRowSet(&row, RC_recovery_point, point);
+	RegistryRowSet(&row, RC_recovery_state, state);
+	RegistryRowSet(&row, RC_updated_at, TimestampTzGetDatum(call->now));
+	return registry_execute(&checkpoint_stmt, call, &row, attempt) == 1;
+}
+
+/*
+ * RegistryRenew
+ *		Extend the lease of the caller's live claim of that attempt to
+ *		lease_until, or to the record's expiry if that comes first; false if
+ *		there is no such claim.  *granted is the lease now held.
+ */
+bool
+RegistryRenew(SqlCall *call, Datum scope, Datum key, TimestampTz lease_until,
+			  RegistryAttempt attempt, TimestampTz *granted)
+{
+	RegistryRow row;
+	bool		isnull;
+
+	registry_build();
+	Assert(attempt.given);
+	registry_row_empty(&row, call, scope, key);
+	RegistryRowSet(&row, RC_lease_until, TimestampTzGetDatum(lease_until));
+	RegistryRowSet(&row, RC_updated_at, TimestampTzGetDatum(call->now));
+	if (registry_execute(&renew_stmt, call, &row, attempt) == 0)
+		return false;
+	*granted = DatumGetTimestampTz(SqlResult(0, 1, &isnull));
+	return true;
+}
+
+/*
+ * RegistryClaimStalled
+ *		Take over up to limit of the caller's stalled claims (in scope, or
+ *		any scope if scope is 0): processing, their lease run out, not
+ *		expired.  Each gets a new attempt and a lease to lease_until, as a
+ *		begin's take-over gives.  Returns how many; RegistryStalledRow reads
+ *		each.
+ */
+uint64
+RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_until)
+{
+	RegistryRow row;
+	RegistryAttempt batch = {true, limit};
+
+	registry_build();
+	memset(row.values, 0, sizeof(row.values));
+	memset(row.nulls, true, sizeof(row.nulls));
+	RegistryRowSet(&row, RC_owner, call->owner);
+	RegistryRowSet(&row, RC_scope, scope);
+	RegistryRowSet(&row, RC_attempt, Int32GetDatum(RegistryFence()));
+	RegistryRowSet(&row, RC_updated_at, TimestampTzGetDatum(call->now));
+	RegistryRowSet(&row, RC_lease_until, TimestampTzGetDatum(lease_until));
+	return registry_execute(&stalled_stmt, call, &row, batch);
+}
+
+/*
+ * RegistryStalledRow
+ *		The i-th claim RegistryClaimStalled took: the record as it is now,
+ *		and the attempt it had before.
+ */
+void
+RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt)
+{
+	bool		isnull;
+
+	RegistryRowFromTuple(claim, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+	*previous_attempt = DatumGetInt32(SqlResult(i, REGISTRY_NCOLUMNS + 1, &isnull));
 }

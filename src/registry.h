@@ -18,35 +18,47 @@
 #include "access/tupdesc.h"
 #include "catalog/pg_type.h"
 
+#include "extension.h"
 #include "sqlcall.h"
 
 /*
  * The registry's columns, in the table's order (the install script's CREATE
  * TABLE idempotency.registry is the only other place that lists them all).
- * X(name, type, ends): ends says whether ending a claim (finish or abandon)
- * writes the column.  Every statement that writes a whole record (a claim, a
+ * X(name, type, ends, since): ends says whether ending a claim (finish or
+ * abandon) writes the column; since is the version of the SQL objects whose
+ * scripts added it.  Every statement that writes a whole record (a claim, a
  * reclaim, a deferred claim's finish), every read of one and the answers of
  * idempotent_begin and lookup are built from this list, so a column added
  * here is written, or reset to NULL, by every claim, and a column of an
- * answer is written by every finish and cleared by every abandon.
+ * answer is written by every finish and cleared by every abandon.  The
+ * statements name only the columns the installed SQL objects have
+ * (IdempotencyCatalog.sql_version): a column added by a later version is
+ * added at the table's end, and is NULL in every image read from an older
+ * table.
+ *
+ * recovery_point and recovery_state are the last step a claim recorded
+ * (idempotent_checkpoint): a take-over keeps them, so that the new attempt
+ * resumes after that step, and any new claim of the record resets them.
  */
 #define REGISTRY_COLUMNS(X) \
-	X(owner, TEXTOID, false) \
-	X(scope, TEXTOID, false) \
-	X(key, SQL_KEYTYPE, false) \
-	X(status, TEXTOID, true) \
-	X(attempt, INT4OID, false) \
-	X(fingerprint, BYTEAOID, false) \
-	X(response, JSONBOID, true) \
-	X(status_code, INT4OID, true) \
-	X(body, BYTEAOID, true) \
-	X(headers, JSONBOID, true) \
-	X(created_at, TIMESTAMPTZOID, false) \
-	X(updated_at, TIMESTAMPTZOID, true) \
-	X(lease_until, TIMESTAMPTZOID, true) \
-	X(expires_at, TIMESTAMPTZOID, true)
+	X(owner, TEXTOID, false, IDEMPOTENCY_SQL_1_0) \
+	X(scope, TEXTOID, false, IDEMPOTENCY_SQL_1_0) \
+	X(key, SQL_KEYTYPE, false, IDEMPOTENCY_SQL_1_0) \
+	X(status, TEXTOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(attempt, INT4OID, false, IDEMPOTENCY_SQL_1_0) \
+	X(fingerprint, BYTEAOID, false, IDEMPOTENCY_SQL_1_0) \
+	X(response, JSONBOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(status_code, INT4OID, true, IDEMPOTENCY_SQL_1_0) \
+	X(body, BYTEAOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(headers, JSONBOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(created_at, TIMESTAMPTZOID, false, IDEMPOTENCY_SQL_1_0) \
+	X(updated_at, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(lease_until, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(expires_at, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
+	X(recovery_point, TEXTOID, false, IDEMPOTENCY_SQL_1_1) \
+	X(recovery_state, JSONBOID, false, IDEMPOTENCY_SQL_1_1)
 
-#define REGISTRY_COLUMN_ENUM(name, type, ends) RC_##name,
+#define REGISTRY_COLUMN_ENUM(name, type, ends, since) RC_##name,
 typedef enum RegistryColumn
 {
 	REGISTRY_COLUMNS(REGISTRY_COLUMN_ENUM)
@@ -128,5 +140,16 @@ extern bool RegistryFinish(SqlCall *call, Datum scope, Datum key,
 extern bool RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt);
 extern void RegistryInsertFinished(SqlCall *call, const RegistryRow *claim,
 								   const RegistryAnswer *answer);
+extern bool RegistryCheckpoint(SqlCall *call, Datum scope, Datum key, Datum point,
+							   Datum state, RegistryAttempt attempt);
+extern bool RegistryRenew(SqlCall *call, Datum scope, Datum key, TimestampTz lease_until,
+						  RegistryAttempt attempt, TimestampTz *granted);
+extern uint64 RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit,
+								   TimestampTz lease_until);
+extern void RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt);
+
+/* registry_api.c: why a fenced statement on a claim changed no row */
+extern void RegistryExplainMiss(SqlCall *call, Datum scope, Datum key,
+								RegistryAttempt attempt, const char *doing);
 
 #endif							/* IDEMPOTENCY_REGISTRY_H */

@@ -869,7 +869,7 @@ api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
  */
 static void
 api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
-				 const RegistryAnswer *answer)
+				 const RegistryAnswer *answer, const char *doing)
 {
 	RegistryRow rec;
 	int32		current;
@@ -925,7 +925,8 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 				(errcode(ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed in an earlier transaction",
 						keystr, scopestr),
-				 errdetail("Outside the transaction that took a claim, finishing or abandoning it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner's answer."),
+				 errdetail("Outside the transaction that took a claim, %s it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner's answer.",
+						   doing),
 				 errhint("Pass attempt => the attempt that idempotent_begin returned.")));
 
 	/* the row changed between the two statements; report it as retryable */
@@ -937,8 +938,8 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 
 /*
  * api_own_attempt
- *		finish or abandon of this transaction's claim named an attempt: it
- *		must be the claim's.
+ *		finish or abandon (or a recovery point or a renewal) of this
+ *		transaction's claim named an attempt: it must be the claim's.
  */
 static void
 api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
@@ -1003,7 +1004,7 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 			RegistryFinish(&call, scope, key, answer, attempt) :
 			RegistryAbandon(&call, scope, key, attempt);
 	if (!ended)
-		api_explain_miss(&call, scope, key, attempt, answer);
+		api_explain_miss(&call, scope, key, attempt, answer, "finishing or abandoning");
 	if (mine != NULL)
 		XactClaimEnd(mine);
 
@@ -1230,4 +1231,29 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	values[res->own] = BoolGetDatum(found);
 	nulls[res->own] = false;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+}
+
+/*
+ * RegistryExplainMiss
+ *		A fenced statement on a claim other than a finish or an abandon
+ *		(a recovery point, a renewal) changed no row: the error that says
+ *		why, as a finish's.  doing names it in the IK006 detail ("renewing
+ *		the lease of").
+ */
+void
+RegistryExplainMiss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
+					const char *doing)
+{
+	api_explain_miss(call, scope, key, attempt, NULL, doing);
+}
+
+/*
+ * RegistryOwnAttempt
+ *		This transaction's claim of a key: the attempt a call named must be
+ *		its (api_own_attempt).
+ */
+void
+RegistryOwnAttempt(XactClaim *claim, RegistryAttempt attempt)
+{
+	api_own_attempt(claim, attempt);
 }

@@ -35,4 +35,7 @@ extern XactClaim *XactClaimFind(Datum owner, Datum scope, Datum key);
 extern XactClaim *XactClaimAdd(const RegistryRow *claim, bool deferred);
 extern void XactClaimEnd(XactClaim *claim);
 
+/* registry_api.c: the attempt a call on this transaction's claim names */
+extern void RegistryOwnAttempt(XactClaim *claim, RegistryAttempt attempt);
+
 #endif							/* IDEMPOTENCY_XACTCLAIMS_H */

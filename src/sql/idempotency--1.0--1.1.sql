@@ -243,6 +243,260 @@ REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text
 
 
 --
+-- Work that spans several external calls: recovery points, lease renewal
+-- and the completer (src/recovery.c, doc/long-running-work.md)
+--
+
+/*
+ * The step a claim has reached and its state, recorded by
+ * idempotent_checkpoint: kept by a take-over, reset by any new claim of the
+ * record.  Added at the table's end, as src/registry.h lists them; both are
+ * unindexed, so that recording a step is a HOT update.  Under Citus the
+ * ALTER TABLE changes this node's table only (Citus would send the whole
+ * script to the workers as the command, and fail): every node runs this
+ * script, and citus_setup() adds the columns to the registry's shards.
+ */
+SELECT pg_catalog.set_config('idempotency_update.citus_ddl',
+							 pg_catalog.current_setting('citus.enable_ddl_propagation', true), true),
+	   pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true)
+ WHERE pg_catalog.current_setting('citus.enable_ddl_propagation', true) IS NOT NULL;
+
+ALTER TABLE idempotency.registry
+	ADD COLUMN recovery_point pg_catalog.text,
+	ADD COLUMN recovery_state pg_catalog.jsonb;
+
+SELECT pg_catalog.set_config('citus.enable_ddl_propagation',
+							 pg_catalog.current_setting('idempotency_update.citus_ddl'), true)
+ WHERE pg_catalog.current_setting('idempotency_update.citus_ddl', true) IS NOT NULL;
+
+/*
+ * idempotent_begin and lookup answer with the recovery point and state too:
+ * their result changes, so each is renamed, created anew with the columns
+ * added at the end, given the old one's privileges and dropped (the rules
+ * above, 1).
+ */
+ALTER FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)
+	RENAME TO idempotent_begin_1_0;
+
+CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
+											 scope pg_catalog.text DEFAULT '',
+											 request pg_catalog.jsonb DEFAULT NULL,
+											 ttl pg_catalog.interval DEFAULT '24 hours',
+											 lease pg_catalog.interval DEFAULT NULL,
+											 wait pg_catalog.bool DEFAULT true,
+											 require_token pg_catalog.bool DEFAULT false,
+											 max_wait pg_catalog.interval DEFAULT NULL,
+											 defer_claim pg_catalog.bool DEFAULT false,
+											 OUT outcome pg_catalog.text,
+											 OUT status pg_catalog.text,
+											 OUT response pg_catalog.jsonb,
+											 OUT attempt pg_catalog.int4,
+											 OUT expires_at pg_catalog.timestamptz,
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
+											 OUT previous_attempt pg_catalog.int4,
+											 OUT previous_end pg_catalog.text,
+											 OUT retry_after pg_catalog.int4,
+											 OUT recovery_point pg_catalog.text,
+											 OUT recovery_state pg_catalog.jsonb)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
+'claim an idempotency key: outcome execute, replay or in_progress';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure,
+	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure);
+
+DROP FUNCTION idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool);
+
+ALTER FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)
+	RENAME TO lookup_1_0;
+
+CREATE FUNCTION idempotency.lookup(key pg_catalog.text,
+								   scope pg_catalog.text DEFAULT '',
+								   request pg_catalog.jsonb DEFAULT NULL,
+								   OUT found pg_catalog.bool,
+								   OUT status pg_catalog.text,
+								   OUT response pg_catalog.jsonb,
+								   OUT status_code pg_catalog.int4,
+								   OUT body pg_catalog.bytea,
+								   OUT headers pg_catalog.jsonb,
+								   OUT attempt pg_catalog.int4,
+								   OUT expires_at pg_catalog.timestamptz,
+								   OUT lease_until pg_catalog.timestamptz,
+								   OUT request_matches pg_catalog.bool,
+								   OUT recovery_point pg_catalog.text,
+								   OUT recovery_state pg_catalog.jsonb)
+RETURNS pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_lookup'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+'read the caller''s live record of a key without claiming it';
+
+REVOKE ALL ON FUNCTION idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
+
+SELECT idempotency.carry_privileges(
+	'idempotency.lookup_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)'::pg_catalog.regprocedure,
+	'idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)'::pg_catalog.regprocedure);
+
+DROP FUNCTION idempotency.lookup_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb);
+
+/*
+ * my_records shows them too, at its end, and so does citus_my_records(),
+ * what my_records reads once citus_setup() has distributed the registry:
+ * its result changes, so it is replaced as the rules say.  Where it is what
+ * my_records reads (Citus set up), the view reads the new one at once: the
+ * library leaves the new columns NULL until citus_setup() has run again and
+ * given the shards the new columns (IdempotencyCitusRegistryVersion), so
+ * that my_records keeps showing the caller's records in between.
+ * citus_setup() also distributes idempotent_checkpoint and idempotent_renew
+ * by their key; run it again on the coordinator after updating a Citus
+ * installation.
+ */
+ALTER FUNCTION idempotency.citus_my_records() RENAME TO citus_my_records_1_0;
+
+CREATE FUNCTION idempotency.citus_my_records(OUT key idempotency.key,
+											 OUT scope pg_catalog.text,
+											 OUT status pg_catalog.text,
+											 OUT attempt pg_catalog.int4,
+											 OUT created_at pg_catalog.timestamptz,
+											 OUT updated_at pg_catalog.timestamptz,
+											 OUT lease_until pg_catalog.timestamptz,
+											 OUT expires_at pg_catalog.timestamptz,
+											 OUT expired pg_catalog.bool,
+											 OUT response pg_catalog.jsonb,
+											 OUT status_code pg_catalog.int4,
+											 OUT body pg_catalog.bytea,
+											 OUT headers pg_catalog.jsonb,
+											 OUT fingerprint pg_catalog.bytea,
+											 OUT recovery_point pg_catalog.text,
+											 OUT recovery_state pg_catalog.jsonb)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_citus_my_records'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_my_records() IS
+'the calling role''s records, read as the registry''s owner (my_records under Citus)';
+
+SELECT idempotency.carry_privileges('idempotency.citus_my_records_1_0()'::pg_catalog.regprocedure,
+									'idempotency.citus_my_records()'::pg_catalog.regprocedure);
+
+DO $$
+BEGIN
+	IF pg_catalog.pg_get_viewdef('idempotency.my_records'::pg_catalog.regclass)
+	   OPERATOR(pg_catalog.~) 'citus_my_records' THEN
+		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
+				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
+				   r.status_code, r.body, r.headers, r.fingerprint, r.recovery_point, r.recovery_state
+			  FROM idempotency.citus_my_records() AS r;
+	ELSE
+		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+			SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,
+				   r.lease_until, r.expires_at,
+				   (r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+					OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
+				   r.response, r.status_code, r.body, r.headers, r.fingerprint,
+				   r.recovery_point, r.recovery_state
+			  FROM idempotency.registry AS r
+			 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
+	END IF;
+END
+$$;
+
+DROP FUNCTION idempotency.citus_my_records_1_0();
+
+
+/*
+ * idempotent_checkpoint: record, in the caller's transaction, the step the
+ * claim has reached and a small state; fenced as idempotent_finish is.
+ */
+CREATE FUNCTION idempotency.idempotent_checkpoint(key pg_catalog.text,
+												  recovery_point pg_catalog.text,
+												  recovery_state pg_catalog.jsonb DEFAULT NULL,
+												  scope pg_catalog.text DEFAULT '',
+												  attempt pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_checkpoint'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) IS
+'record the step a claim has reached and its state, with the step''s own writes; a take-over resumes from it';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+/*
+ * idempotent_renew: extend a running claim's lease; returns the new
+ * lease_until.
+ */
+CREATE FUNCTION idempotency.idempotent_renew(key pg_catalog.text,
+											 lease pg_catalog.interval,
+											 scope pg_catalog.text DEFAULT '',
+											 attempt pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_renew'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) IS
+'extend the lease of a running claim so that it is not taken over; returns the new lease_until';
+
+REVOKE ALL ON FUNCTION idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+/*
+ * The caller's stalled claims: processing, their lease run out, not
+ * expired, and nobody retried them.  The completer takes them over with
+ * claim_stalled.
+ */
+CREATE VIEW idempotency.my_stalled_claims WITH (security_barrier) AS
+	SELECT r.key, r.scope, r.attempt, r.created_at, r.updated_at, r.lease_until,
+		   r.expires_at, r.recovery_point, r.recovery_state
+	  FROM idempotency.my_records AS r
+	 WHERE r.status OPERATOR(pg_catalog.=) 'processing'
+	   AND r.lease_until OPERATOR(pg_catalog.<) pg_catalog.now()
+	   AND NOT r.expired;
+
+COMMENT ON VIEW idempotency.my_stalled_claims IS
+'the calling role''s claims whose lease ran out and that nobody took over: what claim_stalled takes';
+
+REVOKE ALL ON TABLE idempotency.my_stalled_claims FROM PUBLIC;
+
+/*
+ * claim_stalled: a completer's batch.  Takes over, as a begin's take-over
+ * does, up to batch_size of the caller's stalled claims, passing over those
+ * another transaction holds (SKIP LOCKED), so that no two completers get the
+ * same claim.
+ */
+CREATE FUNCTION idempotency.claim_stalled(scope pg_catalog.text DEFAULT NULL,
+										  batch_size pg_catalog.int4 DEFAULT 10,
+										  lease pg_catalog.interval DEFAULT NULL,
+										  OUT key idempotency.key,
+										  OUT scope pg_catalog.text,
+										  OUT attempt pg_catalog.int4,
+										  OUT previous_attempt pg_catalog.int4,
+										  OUT lease_until pg_catalog.timestamptz,
+										  OUT expires_at pg_catalog.timestamptz,
+										  OUT created_at pg_catalog.timestamptz,
+										  OUT recovery_point pg_catalog.text,
+										  OUT recovery_state pg_catalog.jsonb)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idempotency_claim_stalled'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION idempotency.claim_stalled(pg_catalog.text, pg_catalog.int4, pg_catalog.interval) IS
+'take over a batch of the caller''s stalled claims, each with a new attempt and its recovery point, for a completer';
+
+REVOKE ALL ON FUNCTION idempotency.claim_stalled(pg_catalog.text, pg_catalog.int4, pg_catalog.interval) FROM PUBLIC;
+
+
+--
 -- Citus: one request, one worker, one connection
 --
 
@@ -278,7 +532,9 @@ CREATE FUNCTION idempotency.citus_idempotent_begin(key idempotency.key,
 												   OUT headers pg_catalog.jsonb,
 												   OUT previous_attempt pg_catalog.int4,
 												   OUT previous_end pg_catalog.text,
-												   OUT retry_after pg_catalog.int4)
+												   OUT retry_after pg_catalog.int4,
+												   OUT recovery_point pg_catalog.text,
+												   OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -324,7 +580,9 @@ CREATE FUNCTION idempotency.citus_lookup(key idempotency.key,
 										 OUT attempt pg_catalog.int4,
 										 OUT expires_at pg_catalog.timestamptz,
 										 OUT lease_until pg_catalog.timestamptz,
-										 OUT request_matches pg_catalog.bool)
+										 OUT request_matches pg_catalog.bool,
+										 OUT recovery_point pg_catalog.text,
+										 OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idempotency_lookup'
 LANGUAGE C STABLE PARALLEL UNSAFE;
@@ -332,14 +590,40 @@ LANGUAGE C STABLE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb) IS
 'lookup as the key''s Citus worker runs it (every argument given)';
 
+CREATE FUNCTION idempotency.citus_idempotent_checkpoint(key idempotency.key,
+														recovery_point pg_catalog.text,
+														recovery_state pg_catalog.jsonb,
+														scope pg_catalog.text,
+														attempt pg_catalog.int4)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_checkpoint'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) IS
+'idempotent_checkpoint as the key''s Citus worker runs it (every argument given)';
+
+CREATE FUNCTION idempotency.citus_idempotent_renew(key idempotency.key,
+												   lease pg_catalog.interval,
+												   scope pg_catalog.text,
+												   attempt pg_catalog.int4)
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_renew'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) IS
+'idempotent_renew as the key''s Citus worker runs it (every argument given)';
+
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 
 /*
- * The delegates join the application API (the list above, again, with them
- * at its end), and the roles grant_usage() was given to get them.
+ * The application API of 1.1: 1.0's, the recovery points, renewal and the
+ * completer, and the delegates; the roles grant_usage() was given to get
+ * what is new (rule 2).
  */
 CREATE OR REPLACE VIEW idempotency.application_api AS
 	SELECT v.object_type, v.object_name, v.privilege
@@ -360,16 +644,28 @@ CREATE OR REPLACE VIEW idempotency.application_api AS
 			('view', 'my_outbox', 'SELECT'),
 			('function', 'lock', 'EXECUTE'),
 			('function', 'try_lock', 'EXECUTE'),
+			('function', 'idempotent_checkpoint', 'EXECUTE'),
+			('function', 'idempotent_renew', 'EXECUTE'),
+			('function', 'claim_stalled', 'EXECUTE'),
+			('view', 'my_stalled_claims', 'SELECT'),
 			('function', 'citus_idempotent_begin', 'EXECUTE'),
 			('function', 'citus_idempotent_finish', 'EXECUTE'),
 			('function', 'citus_idempotent_abandon', 'EXECUTE'),
-			('function', 'citus_lookup', 'EXECUTE'))
+			('function', 'citus_lookup', 'EXECUTE'),
+			('function', 'citus_idempotent_checkpoint', 'EXECUTE'),
+			('function', 'citus_idempotent_renew', 'EXECUTE'))
 		   AS v (object_type, object_name, privilege);
 
+SELECT idempotency.extend_usage('function', 'idempotent_checkpoint');
+SELECT idempotency.extend_usage('function', 'idempotent_renew');
+SELECT idempotency.extend_usage('function', 'claim_stalled');
+SELECT idempotency.extend_usage('view', 'my_stalled_claims');
 SELECT idempotency.extend_usage('function', 'citus_idempotent_begin');
 SELECT idempotency.extend_usage('function', 'citus_idempotent_finish');
 SELECT idempotency.extend_usage('function', 'citus_idempotent_abandon');
 SELECT idempotency.extend_usage('function', 'citus_lookup');
+SELECT idempotency.extend_usage('function', 'citus_idempotent_checkpoint');
+SELECT idempotency.extend_usage('function', 'citus_idempotent_renew');
 
 /*
  * citus_setup(distribute_by): distribute_by => 'key' (the default) is 1.0's
@@ -454,6 +750,10 @@ BEGIN
 					   ('idempotency.citus_idempotent_finish(idempotency.key, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', true),
 					   ('idempotency.citus_idempotent_abandon(idempotency.key, text, integer)', 1, 2, 'idempotency.registry', true),
 					   ('idempotency.citus_lookup(idempotency.key, text, jsonb)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.idempotent_checkpoint(text, text, jsonb, text, integer)', 1, 4, 'idempotency.registry', false),
+					   ('idempotency.idempotent_renew(text, interval, text, integer)', 1, 3, 'idempotency.registry', false),
+					   ('idempotency.citus_idempotent_checkpoint(idempotency.key, text, jsonb, text, integer)', 1, 4, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_renew(idempotency.key, interval, text, integer)', 1, 3, 'idempotency.registry', true),
 					   ('idempotency.consume_token(text, text)', 1, 2, 'idempotency.tokens', false),
 					   ('idempotency.inbox_receive(text, text, interval)', 2, 1, 'idempotency.inbox', false))
 			   AS v(fn, key_arg, scope_arg, colocate, force)
@@ -466,6 +766,15 @@ BEGIN
 		PERFORM create_distributed_function(f.fn, '$' || f_arg, colocate_with => f.colocate,
 											force_delegation => f.force);
 	END LOOP;
+
+	/*
+	 * The registry's shards get the columns an update added to it: Citus
+	 * does not propagate an extension script's ALTER TABLE (its hooks are
+	 * off there), so shards made before the update lack them.
+	 */
+	PERFORM run_command_on_shards('idempotency.registry',
+		'ALTER TABLE %s ADD COLUMN IF NOT EXISTS recovery_point pg_catalog.text,'
+		' ADD COLUMN IF NOT EXISTS recovery_state pg_catalog.jsonb');
 
 	PERFORM set_config('citus.enable_unsafe_triggers', saved_triggers, true);
 	PERFORM set_config('citus.shard_replication_factor', saved_factor, true);
@@ -480,7 +789,7 @@ BEGIN
 		CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
 			SELECT r.key, r.scope COLLATE pg_catalog."C" AS scope, r.status, r.attempt,
 				   r.created_at, r.updated_at, r.lease_until, r.expires_at, r.expired, r.response,
-				   r.status_code, r.body, r.headers, r.fingerprint
+				   r.status_code, r.body, r.headers, r.fingerprint, r.recovery_point, r.recovery_state
 			  FROM idempotency.citus_my_records() AS r;
 		CREATE OR REPLACE VIEW idempotency.my_tokens WITH (security_barrier) AS
 			SELECT t.token, t.scope COLLATE pg_catalog."C" AS scope, t.issued_at, t.expires_at,
@@ -605,7 +914,9 @@ BEGIN
 									  'lookup', 'consume_token', 'inbox_receive', 'inbox_receive_batch',
 									  'issue_token', 'outbox_send', 'outbox_fetch', 'outbox_ack',
 									  'citus_idempotent_begin', 'citus_idempotent_finish',
-									  'citus_idempotent_abandon', 'citus_lookup'])
+									  'citus_idempotent_abandon', 'citus_lookup',
+									  'idempotent_checkpoint', 'idempotent_renew',
+									  'citus_idempotent_checkpoint', 'citus_idempotent_renew'])
 		 ORDER BY 1;
 END;
 $$;

@@ -128,18 +128,18 @@ sub acls
 	return $node->safe_psql($dbname, q{
 		SELECT string_agg(o, E'\n' ORDER BY o) FROM (
 			SELECT 'function ' || p.proname || ' ' || coalesce((
-					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY 1)
+					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY e.grantee::regrole::text, e.privilege_type)
 					  FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) e), '') AS o
 			  FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
 			UNION ALL
 			SELECT 'relation ' || c.relname || ' ' || coalesce((
-					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY 1)
+					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY e.grantee::regrole::text, e.privilege_type)
 					  FROM aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) e
 					 WHERE e.privilege_type <> 'MAINTAIN'), '')
 			  FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
 			UNION ALL
 			SELECT 'schema ' || n.nspname || ' ' || coalesce((
-					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY 1)
+					SELECT string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' ' || e.is_grantable, ',' ORDER BY e.grantee::regrole::text, e.privilege_type)
 					  FROM aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) e), '')
 			  FROM pg_namespace n WHERE n.nspname = 'idempotency') AS objects});
 }

@@ -454,7 +454,8 @@ my %internal = (
 	citus_require_coordinator => 'a check inside citus_setup',
 	carry_privileges => 'for update scripts (doc/contributing.md)',
 	(map { $_ => 'what the API hands its calls to on Citus (doc/scaling-out-single-shard.md)' }
-		qw(citus_idempotent_begin citus_idempotent_finish citus_idempotent_abandon citus_lookup)),
+		qw(citus_idempotent_begin citus_idempotent_finish citus_idempotent_abandon citus_lookup
+		   citus_idempotent_checkpoint citus_idempotent_renew)),
 	extend_usage => 'for update scripts (doc/contributing.md)');
 my @functions = split /\n/, $node->safe_psql('doc_names', q{
 	SELECT DISTINCT p.proname FROM pg_proc AS p

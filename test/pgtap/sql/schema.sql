@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(37);
+SELECT plan(40);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -13,7 +13,8 @@ SELECT has_table('idempotency', 'registry', 'the registry table exists');
 SELECT has_view('idempotency', 'my_records', 'the my_records view exists');
 SELECT columns_are('idempotency', 'registry',
 	ARRAY['owner', 'scope', 'key', 'status', 'attempt', 'fingerprint', 'response',
-		  'status_code', 'body', 'headers', 'created_at', 'updated_at', 'lease_until', 'expires_at'],
+		  'status_code', 'body', 'headers', 'created_at', 'updated_at', 'lease_until', 'expires_at',
+		  'recovery_point', 'recovery_state'],
 	'the registry has exactly the documented columns');
 SELECT col_type_is('idempotency', 'registry', 'owner', 'text', 'owner is stored by name, as text');
 SELECT col_type_is('idempotency', 'registry', 'key', 'idempotency', 'key', 'key column has the key type');
@@ -38,12 +39,13 @@ SELECT ok((SELECT 'idempotency.registry'::regclass = ANY (extconfig) FROM pg_ext
 -- privileges (test/pgtap/sql/privileges.sql) and its documentation
 SELECT functions_are('idempotency', ARRAY[
 	'carry_privileges', 'check_new_triggers', 'check_transition', 'citus_drop_tables',
-	'citus_idempotent_abandon', 'citus_idempotent_begin', 'citus_idempotent_finish', 'citus_lookup',
+	'citus_idempotent_abandon', 'citus_idempotent_begin', 'citus_idempotent_checkpoint', 'citus_idempotent_finish',
+	'citus_idempotent_renew', 'citus_lookup',
 	'citus_my_outbox',
 	'citus_my_records', 'citus_my_tokens', 'citus_require_coordinator', 'citus_setup', 'citus_status',
-	'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
+	'claim_stalled', 'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
 	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin',
-	'idempotent_finish', 'inbox_receive', 'inbox_receive_batch', 'issue_token', 'key', 'key_cmp',
+	'idempotent_checkpoint', 'idempotent_finish', 'idempotent_renew', 'inbox_receive', 'inbox_receive_batch', 'issue_token', 'key', 'key_cmp',
 	'key_eq', 'key_ge', 'key_gt', 'key_hash', 'key_hash_extended', 'key_hash_text',
 	'key_hash_text_extended', 'key_in', 'key_le', 'key_lt', 'key_ne', 'key_out', 'key_recv',
 	'key_send', 'key_text_cmp', 'key_text_eq', 'key_text_ge', 'key_text_gt', 'key_text_le',
@@ -54,7 +56,7 @@ SELECT functions_are('idempotency', ARRAY[
 	'text_key_ge', 'text_key_gt', 'text_key_le', 'text_key_lt', 'text_key_ne', 'transition_allowed',
 	'try_lock', 'version_guard'],
 	'the extension defines exactly these functions');
-SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_outbox', 'my_records', 'my_tokens', 'stats'],
+SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_outbox', 'my_records', 'my_stalled_claims', 'my_tokens', 'stats'],
 	'the extension defines exactly these views');
 SELECT tables_are('idempotency', ARRAY['inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
 	'the extension defines exactly these tables');
@@ -67,14 +69,21 @@ SELECT is((SELECT array_agg(n || ' ' || format_type(t, NULL) ORDER BY o)
 			  AND m = 'o'),
 	ARRAY['outcome text', 'status text', 'response jsonb', 'attempt integer', 'expires_at timestamp with time zone',
 		  'lease_until timestamp with time zone', 'status_code integer', 'body bytea', 'headers jsonb',
-		  'previous_attempt integer', 'previous_end text', 'retry_after integer'],
-	'idempotent_begin answers with the record''s columns, then the previous attempt and how it ended, and when to retry');
+		  'previous_attempt integer', 'previous_end text', 'retry_after integer',
+		  'recovery_point text', 'recovery_state jsonb'],
+	'idempotent_begin answers with the record''s columns, then the previous attempt and how it ended, when to retry, and the last recovery point');
 SELECT is((SELECT boot_val || ' ' || unit || ' ' || context FROM pg_settings WHERE name = 'idempotency.max_wait'),
 	'5000 ms user', 'idempotency.max_wait bounds a wait by default, and any session may change it');
 SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb']);
 SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'], 'text',
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
+SELECT function_returns('idempotency', 'idempotent_checkpoint', ARRAY['text', 'text', 'jsonb', 'text', 'integer'], 'text',
+	'idempotent_checkpoint returns the recovery point it stored (callable as a PL/pgSQL assignment)');
+SELECT function_returns('idempotency', 'idempotent_renew', ARRAY['text', 'interval', 'text', 'integer'], 'timestamp with time zone',
+	'idempotent_renew returns the new lease_until');
+SELECT function_returns('idempotency', 'claim_stalled', ARRAY['text', 'integer', 'interval'], 'setof record',
+	'claim_stalled returns a batch of claims');
 SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('idempotency', 'parse_key', ARRAY['text']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');

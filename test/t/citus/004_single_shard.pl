@@ -121,7 +121,7 @@ is($coord->safe_psql('postgres', q{
 	  FROM pg_proc AS p
 	 WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proname LIKE 'citus\_%'
 	   AND has_function_privilege('app_a', p.oid, 'EXECUTE')}),
-	'citus_idempotent_abandon citus_idempotent_begin citus_idempotent_finish citus_lookup citus_my_outbox citus_my_records citus_my_tokens citus_status',
+	'citus_idempotent_abandon citus_idempotent_begin citus_idempotent_checkpoint citus_idempotent_finish citus_idempotent_renew citus_lookup citus_my_outbox citus_my_records citus_my_tokens citus_status',
 	'the update grants the delegates to the roles grant_usage() was given to');
 
 # before citus_setup() runs again, nothing changes
@@ -135,12 +135,36 @@ is($coord->safe_psql('postgres', q{
 like($err, qr/modified in this transaction by a different user/,
 	'updated but citus_setup() not run again: calls run on the coordinator, as before');
 
+# in between, the API works as with 1.0's objects: a request on a table of
+# its own, my_records, and what needs the update's columns is refused with
+# the hint to run citus_setup()
+is($coord->safe_psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('between-1');
+	SELECT idempotency.idempotent_finish('between-1', '{"n": 1}');
+	COMMIT;
+	SELECT outcome || ' ' || response::text || ' ' || coalesce(recovery_point, '-')
+	  FROM idempotency.idempotent_begin('between-1');
+	SELECT count(*) FROM idempotency.my_records WHERE key = 'between-1' AND recovery_point IS NULL}),
+	"execute\ncompleted\nreplay {\"n\": 1} -\n1",
+	'updated but citus_setup() not run again: begin, finish, replay and my_records work');
+($ret, $out, $err) = $coord->psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('between-2');
+	SELECT idempotency.idempotent_checkpoint('between-2', 'step-1');
+	COMMIT;
+});
+like($err, qr/ERROR:  recording a recovery point needs citus_setup\(\) to run again after the update of extension "idempotency".*HINT:  Run SELECT idempotency.citus_setup\(\) on the coordinator\./s,
+	'updated but citus_setup() not run again: a recovery point is refused with the hint to run it');
+
 $coord->safe_psql('postgres', 'SELECT idempotency.citus_setup()');
 is($coord->safe_psql('postgres', q{
 	SELECT count(*) FROM pg_dist_object AS o
 	 WHERE o.classid = 'pg_proc'::regclass AND o.force_delegation
 	   AND o.objid::regprocedure::text LIKE 'idempotency.citus\_%'}),
-	'4', 'citus_setup() distributes the four delegates with force_delegation');
+	'6', 'citus_setup() distributes the six delegates with force_delegation');
 
 # --- one worker, one connection, one phase ---------------------------------
 
