@@ -170,10 +170,22 @@ step() {
 # run_package MAJOR: build the package of MAJOR, install it into a clean
 # root of its release, run the demo and the suites there against it
 run_package() {
-	local major=$1 root deb rc extdir
+	local major=$1 root="" rc
 	steps="$logdir/pg$major-package.steps"
 	: >"$steps"
 	step_name=
+	package_steps "$major"
+	rc=$?
+	step ""
+	drop_root "$root"
+	return $rc
+}
+
+# package_steps MAJOR: run_package's steps, in the throwaway root $root
+package_steps() {
+	local major=$1 deb extdir upgrade_from=""
+	step root
+	root_for "$major" >/dev/null || return 1
 	step build
 	build_package "$major" || return 1
 	[ "$major" != "$NATIVE_MAJOR" ] || touch "$logdir/built-$major"
@@ -186,24 +198,20 @@ run_package() {
 	if [ -e "$root/usr/lib/postgresql/$major/lib/idempotency.so" ] ||
 		compgen -G "$extdir/idempotency*" >/dev/null || [ -e "$root/build" ]; then
 		echo "the ${SUITE_OF[$major]} root is not clean: it holds the extension or a build" >&2
-		drop_root "$root"
 		return 1
 	fi
-	mount_root "$root" || { drop_root "$root"; return 1; }
+	mount_root "$root" || return 1
 	cp "$deb" "$root/tmp/"
 	echo "==> apt-get install ./$(basename "$deb") in a clean ${SUITE_OF[$major]} root"
-	if ! in_root "$root" DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends "/tmp/$(basename "$deb")"; then
-		drop_root "$root"
+	in_root "$root" DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends "/tmp/$(basename "$deb")" ||
 		return 1
-	fi
 	rm -f "$root/tmp/$(basename "$deb")"
 	copy_tree "$top" "$root/build/idempotency"
 
-	local upgrade_from=""
 	if [ "$major" != "$NATIVE_MAJOR" ]; then
 		step "PostgreSQL $NATIVE_MAJOR for pg_upgrade"
-		install_pg15 "$root" "$major" || { drop_root "$root"; return 1; }
+		install_pg15 "$root" "$major" || return 1
 		upgrade_from="$PG15_IN_ROOT/usr/lib/postgresql/$NATIVE_MAJOR"
 	fi
 
@@ -211,7 +219,6 @@ run_package() {
 	if ! in_root "$root" PG_MAJOR="$major" IDEMPOTENCY_INSTALLED=1 \
 		bash /build/idempotency/test/demo.sh; then
 		echo "the demo failed" >&2
-		drop_root "$root"
 		return 1
 	fi
 
@@ -219,10 +226,6 @@ run_package() {
 	in_root "$root" PG_MAJOR="$major" IDEMPOTENCY_INSTALLED=1 \
 		IDEMPOTENCY_UPGRADE_FROM="$upgrade_from" \
 		bash /build/idempotency/test/run_all.sh
-	rc=$?
-	step ""
-	drop_root "$root"
-	return $rc
 }
 
 # summary LOG: the closing lines of a run_all.sh log, on one line

@@ -168,25 +168,31 @@ deb_path() {
 # build_package MAJOR: build the Debian package postgresql-MAJOR-idempotency
 # from this tree in a throwaway root of MAJOR's release, the Debian way
 # (pg_buildext updatecontrol, then dpkg-buildpackage), with warnings as
-# errors; leave it (and its -dbgsym) in $DEB_DIR
+# errors; leave it (and its -dbgsym) in $DEB_DIR, with the build's log
+# (printed if the build fails)
 build_package() {
-	local major=$1 root rc deb
+	local major=$1 root rc deb log
 	deb=$(deb_path "$major")
+	log="$DEB_DIR/postgresql-$major-idempotency.build.log"
+	mkdir -p "$DEB_DIR"
+	rm -f "$DEB_DIR/postgresql-$major-idempotency"*.deb "$log"
 	root=$(fresh_root "$major") || return 1
 	current_root=$root
 	copy_tree "$top" "$root/build/idempotency"
 	mount_root "$root" || { drop_root "$root"; return 1; }
-	echo "==> building $(basename "$deb") in a ${SUITE_OF[$major]} root"
+	echo "==> building $(basename "$deb") in a ${SUITE_OF[$major]} root (log: $log)"
 	# only MAJOR, whichever majors the release supports
 	in_root "$root" PG_SUPPORTED_VERSIONS="$major" DEB_CFLAGS_MAINT_APPEND="$PG_CFLAGS_RELEASE" \
 		DEB_BUILD_OPTIONS=nocheck \
-		sh -c 'cd /build/idempotency && pg_buildext updatecontrol && dpkg-buildpackage -b -us -uc'
+		sh -c 'cd /build/idempotency && pg_buildext updatecontrol && dpkg-buildpackage -b -us -uc' \
+		>"$log" 2>&1
 	rc=$?
 	if [ "$rc" -eq 0 ]; then
-		mkdir -p "$DEB_DIR"
-		rm -f "$DEB_DIR/postgresql-$major-idempotency"*.deb
 		cp "$root/build/postgresql-$major-idempotency"*.deb "$DEB_DIR/"
 		[ -f "$deb" ] || { echo "no $deb after the build" >&2; rc=1; }
+	else
+		cat "$log"
+		echo "the package did not build (dpkg-buildpackage exit code $rc)" >&2
 	fi
 	drop_root "$root"
 	current_root=
