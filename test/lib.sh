@@ -26,6 +26,7 @@ suite_packages() {
 # root_packages MAJOR: what test/roots.sh puts into the Debian root of
 # MAJOR: suite_packages, and what building the Debian package needs
 root_packages() {
+	# shellcheck disable=SC2046
 	echo $(suite_packages "$1") build-essential debhelper dpkg-dev postgresql-server-dev-all
 }
 
