@@ -82,7 +82,7 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/perl
 # under a stale object is a crash: every object depends on every header.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: pgtapcheck sanitizecheck indentcheck dist
+.PHONY: pgtapcheck sanitizecheck indentcheck dist deb
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
@@ -102,3 +102,10 @@ indentcheck:
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
 		--output $(EXTENSION)-$(EXTVERSION).zip HEAD
+
+# Debian packages, postgresql-MAJOR-idempotency for each of DEB_MAJORS, each
+# built in a root file system of the Debian release that ships that major
+# (test/packages.sh; as root): build/debian/*.deb
+DEB_MAJORS ?= 15 17 18
+deb:
+	bash test/packages.sh $(DEB_MAJORS)

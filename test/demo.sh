@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
-# The demo: builds and installs the extension, starts a throwaway PostgreSQL
-# cluster with shared_preload_libraries = 'idempotency', and tells the
-# story with real SQL: an order is paid, the client retries three times (once
+# The demo: builds and installs the extension (or, with
+# IDEMPOTENCY_INSTALLED=1, uses the one the Debian package installed),
+# starts a throwaway PostgreSQL cluster with shared_preload_libraries =
+# 'idempotency', and tells the story with real SQL: an order is paid, the client retries three times (once
 # concurrently from a second connection while the first is still running);
 # the card is charged once and every retry gets the cached answer.  The
 # cluster is stopped and removed at the end.  Run as root on Debian 12.
@@ -12,7 +13,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/test/lib.sh"
 
 install_packages make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
-build_and_install "$top"
+use_extension "$top"
 
 start_cluster
 

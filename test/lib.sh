@@ -23,6 +23,13 @@ suite_packages() {
 		postgresql-$major-pgtap libipc-run-perl pgbouncer
 }
 
+# root_packages MAJOR: what test/roots.sh puts into the Debian root of
+# MAJOR: suite_packages, and what building the Debian package needs
+root_packages() {
+	# shellcheck disable=SC2046
+	echo $(suite_packages "$1") build-essential debhelper dpkg-dev postgresql-server-dev-all
+}
+
 # client_packages: what the HTTP service and driver tests (test/t/040 and
 # 041) need beside suite_packages on this machine: Debian's nodejs and npm
 # unless node and npm are installed already (NodeSource's nodejs carries its
@@ -58,6 +65,51 @@ build_and_install() {
 	make -C "$1" -s clean
 	make -C "$1" -s PG_CFLAGS="${2:-$PG_CFLAGS_STRICT}"
 	make -C "$1" -s install
+}
+
+# check_package: that the extension PostgreSQL $PG_MAJOR loads is the one
+# the Debian package postgresql-$PG_MAJOR-idempotency installed (dpkg owns
+# its library, control file and SQL scripts), and that the package was built
+# from this tree (the same control file and SQL scripts, none missing)
+check_package() {
+	local pkg=postgresql-$PG_MAJOR-idempotency libdir extdir f owner
+	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+		echo "the package $pkg is not installed" >&2
+		return 1
+	fi
+	libdir=$(pg_config --pkglibdir)
+	extdir=$(pg_config --sharedir)/extension
+	echo "==> testing the installed package $pkg $(dpkg-query -W -f='${Version}' "$pkg")"
+	for f in "$libdir/idempotency.so" "$extdir/idempotency.control" "$extdir"/idempotency--*.sql; do
+		owner=$(dpkg -S "$f" 2>/dev/null | sed -n 's/: .*//p')
+		if [ "$owner" != "$pkg" ]; then
+			echo "$f is not installed by $pkg (${owner:-by no package})" >&2
+			return 1
+		fi
+	done
+	for f in "$top/idempotency.control" "$top"/src/sql/idempotency--*.sql; do
+		if ! cmp -s "$f" "$extdir/$(basename "$f")"; then
+			echo "$extdir/$(basename "$f") differs from this tree's (or is missing): the package was built from another tree" >&2
+			return 1
+		fi
+	done
+	for f in "$extdir"/idempotency--*.sql; do
+		if [ ! -f "$top/src/sql/$(basename "$f")" ]; then
+			echo "$f is not in this tree: the package was built from another tree" >&2
+			return 1
+		fi
+	done
+}
+
+# use_extension SRCDIR: build and install the extension from SRCDIR; with
+# IDEMPOTENCY_INSTALLED=1, use the one the Debian package installed instead
+# (check_package)
+use_extension() {
+	if [ "${IDEMPOTENCY_INSTALLED:-0}" = 1 ]; then
+		check_package
+	else
+		build_and_install "$1"
+	fi
 }
 
 # private_copy SRCDIR: print the path of a copy of the tree owned by postgres

@@ -7,7 +7,12 @@
 # that pg_regress or PostgreSQL::Test::Cluster start themselves, and the C
 # sources' formatting (test/indent.sh, pgindent's rules).
 # Run as root on Debian 12: it installs the packages it needs, builds with
-# warnings as errors and installs the extension first.
+# warnings as errors and installs the extension first.  With
+# IDEMPOTENCY_INSTALLED=1 it builds nothing: the suites run against the
+# extension that the Debian package postgresql-$PG_MAJOR-idempotency
+# installed, after checking that dpkg owns its files and that they are this
+# tree's (check_package in test/lib.sh); the sanitizer and format suites,
+# which build from the source, are left to the run from source.
 #
 # Quiet unless something fails: one line per suite, and a failed suite's
 # whole log (with pg_regress's diffs and the TAP servers' logs).  The counts
@@ -31,13 +36,16 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC2046
 install_packages $(suite_packages)
 # the sanitizer suite runs on this machine's own major (the matrix's roots
-# run the others), with the runtimes of this machine's gcc; so do the HTTP
-# service's and the drivers' tests, which skip in the roots
-if [ "$PG_MAJOR" = 15 ]; then
+# run the others), built from the source with the runtimes of this
+# machine's gcc; so do the HTTP service's and the drivers' tests, which skip
+# in the roots
+from_source=1
+[ "${IDEMPOTENCY_INSTALLED:-0}" = 1 ] && from_source=0
+if [ "$PG_MAJOR" = 15 ] && [ "$from_source" = 1 ]; then
 	# shellcheck disable=SC2046
 	install_packages libasan8 libubsan1 pg-bsd-indent $(client_packages)
 fi
-build_and_install "$top"
+use_extension "$top"
 
 work=$(private_copy "$top")
 trap '[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$work"' EXIT
@@ -158,7 +166,10 @@ suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
 suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
-if [ "$PG_MAJOR" = 15 ]; then
+if [ "$from_source" = 0 ]; then
+	suite_skip "sanitizers" "they build from the source: run with the build from source on PostgreSQL 15"
+	suite_skip "format" "checked with the build from source on PostgreSQL 15"
+elif [ "$PG_MAJOR" = 15 ]; then
 	suite "sanitizers" sanitizecheck
 	suite "format" indentcheck
 else
