@@ -53,6 +53,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -63,6 +64,7 @@
 #include "utils/timestamp.h"
 
 #include "citus.h"
+#include "compat.h"
 #include "extension.h"
 #include "registry.h"
 #include "sqlcall.h"
@@ -106,33 +108,46 @@ typedef struct CitusDelegateDef
 {
 	const char *signature;		/* the delegate, as regprocedure input */
 	int			nargs;
+	const char *main;			/* the function it stands for */
 } CitusDelegateDef;
 
 static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_BEGIN] = {
 		"idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb,"
 		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)", 9
+		" pg_catalog.interval, pg_catalog.bool)", 9,
+		"idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb,"
+		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
+		" pg_catalog.interval, pg_catalog.bool)"
 	},
 	[CITUS_DELEGATE_FINISH] = {
 		"idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text,"
 		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
-		" pg_catalog.jsonb)", 9
+		" pg_catalog.jsonb)", 9,
+		"idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text,"
+		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
+		" pg_catalog.jsonb)"
 	},
 	[CITUS_DELEGATE_ABANDON] = {
 		"idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)",
-		3
+		3,
+		"idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4)"
 	},
 	[CITUS_DELEGATE_LOOKUP] = {
-		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3
+		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3,
+		"idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)"
 	},
 	[CITUS_DELEGATE_CHECKPOINT] = {
 		"idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text,"
-		" pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)", 5
+		" pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)", 5,
+		"idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb,"
+		" pg_catalog.text, pg_catalog.int4)"
 	},
 	[CITUS_DELEGATE_RENEW] = {
 		"idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval,"
-		" pg_catalog.text, pg_catalog.int4)", 4
+		" pg_catalog.text, pg_catalog.int4)", 4,
+		"idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text,"
+		" pg_catalog.int4)"
 	},
 };
 
@@ -932,6 +947,48 @@ citus_delegate_plan(CitusDelegate which)
 }
 
 /*
+ * citus_delegate_called
+ *		Whether the function called is a delegate (citus_idempotent_begin
+ *		and the others run the same C entry points as the functions they
+ *		stand for), remembered for the last function asked about.
+ */
+static bool
+citus_delegate_called(FunctionCallInfo fcinfo)
+{
+	static Oid	last_fn = InvalidOid;
+	static bool last_answer = false;
+	Oid			fn = fcinfo->flinfo ? fcinfo->flinfo->fn_oid : InvalidOid;
+
+	if (fn != last_fn)
+	{
+		char	   *name = OidIsValid(fn) ? get_func_name(fn) : NULL;
+
+		last_answer = name != NULL && strncmp(name, "citus_", 6) == 0;
+		last_fn = fn;
+	}
+	return last_answer;
+}
+
+/*
+ * citus_delegate_check_access
+ *		A delegate runs only for a caller who may run the function it stands
+ *		for: grant_usage() grants both, and a grant an administrator took
+ *		back from the one must not stay open through the other.
+ */
+static void
+citus_delegate_check_access(const CitusDelegateDef *def)
+{
+	Oid			main_fn;
+
+	main_fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
+												   CStringGetTextDatum(def->main)));
+	if (!OidIsValid(main_fn))
+		elog(ERROR, "function %s does not exist", def->main);
+	if (IdempotencyFunctionAclCheck(main_fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(main_fn));
+}
+
+/*
  * IdempotencyCitusDelegate
  *		On the Citus coordinator, run this call on the worker that holds its
  *		key (or its scope), and return true with its result in *result; false where it is to
@@ -962,6 +1019,11 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 	char		nulls[SQL_MAX_ARGS];
 	volatile int rc = 0;
 
+	if (citus_delegate_called(fcinfo))
+	{
+		citus_delegate_check_access(def);
+		return false;
+	}
 	if (citus_delegating || citus_owner_in_xact)
 		return false;
 	if (!citus_delegate.valid)

@@ -37,18 +37,23 @@
 #define IdempotencyReserveGUCPrefix(prefix) MarkGUCPrefixReserved(prefix)
 
 /*
- * Whether a role may connect to a database: PostgreSQL 16 folded the
- * per-kind ACL checks into object_aclcheck().
+ * Whether a role may connect to a database, or run a function: PostgreSQL
+ * 16 folded the per-kind ACL checks into object_aclcheck().
  */
 #if PG_VERSION_NUM >= 160000
 #include "catalog/pg_database.h"
+#include "catalog/pg_proc.h"
 #include "utils/acl.h"
 #define IdempotencyDatabaseAclCheck(dbid, roleid, mode) \
 	object_aclcheck(DatabaseRelationId, (dbid), (roleid), (mode))
+#define IdempotencyFunctionAclCheck(fnoid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, (fnoid), (roleid), (mode))
 #else
 #include "utils/acl.h"
 #define IdempotencyDatabaseAclCheck(dbid, roleid, mode) \
 	pg_database_aclcheck((dbid), (roleid), (mode))
+#define IdempotencyFunctionAclCheck(fnoid, roleid, mode) \
+	pg_proc_aclcheck((fnoid), (roleid), (mode))
 #endif
 
 /*

@@ -243,6 +243,50 @@ REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text
 
 
 --
+-- Objects of the installation that depend on what this update replaces
+--
+
+/*
+ * The update replaces idempotent_begin, lookup, citus_my_records and
+ * citus_setup (their results or arguments change).  An object of the
+ * installation that depends on one of them (a view over lookup(), a
+ * function with a BEGIN ATOMIC body that calls idempotent_begin) would stop
+ * the DROP with PostgreSQL's hint to drop it with CASCADE: name them, and
+ * say what to do, before anything is changed.
+ */
+DO $$
+DECLARE
+	dependents pg_catalog.text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), ', '
+								 ORDER BY pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid))
+	  INTO dependents
+	  FROM pg_catalog.pg_depend AS d
+	 WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY[
+			'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure,
+			'idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)'::pg_catalog.regprocedure,
+			'idempotency.citus_my_records()'::pg_catalog.regprocedure,
+			'idempotency.citus_setup()'::pg_catalog.regprocedure]::pg_catalog.oid[])
+	   AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['n', 'a']::"char"[])
+	   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend AS e
+						WHERE e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+						  AND e.deptype OPERATOR(pg_catalog.=) 'e'
+						  AND ((e.classid OPERATOR(pg_catalog.=) d.classid AND e.objid OPERATOR(pg_catalog.=) d.objid)
+							   OR (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+								   AND e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+								   AND e.objid OPERATOR(pg_catalog.=) (SELECT r.ev_class FROM pg_catalog.pg_rewrite AS r
+																		 WHERE r.oid OPERATOR(pg_catalog.=) d.objid))));
+	IF dependents IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot update extension "idempotency": objects depend on functions the update replaces'
+			USING ERRCODE = 'dependent_objects_still_exist',
+				  DETAIL = pg_catalog.format('Objects: %s.  The update replaces idempotent_begin, lookup, citus_my_records and citus_setup, whose results or arguments change.', dependents),
+				  HINT = 'Drop these objects, run ALTER EXTENSION idempotency UPDATE, and create them again; nothing else changes until then.';
+	END IF;
+END
+$$;
+
+--
 -- Work that spans several external calls: recovery points, lease renewal
 -- and the completer (src/recovery.c, doc/long-running-work.md)
 --
@@ -660,12 +704,29 @@ SELECT idempotency.extend_usage('function', 'idempotent_checkpoint');
 SELECT idempotency.extend_usage('function', 'idempotent_renew');
 SELECT idempotency.extend_usage('function', 'claim_stalled');
 SELECT idempotency.extend_usage('view', 'my_stalled_claims');
-SELECT idempotency.extend_usage('function', 'citus_idempotent_begin');
-SELECT idempotency.extend_usage('function', 'citus_idempotent_finish');
-SELECT idempotency.extend_usage('function', 'citus_idempotent_abandon');
-SELECT idempotency.extend_usage('function', 'citus_lookup');
-SELECT idempotency.extend_usage('function', 'citus_idempotent_checkpoint');
-SELECT idempotency.extend_usage('function', 'citus_idempotent_renew');
+/*
+ * A delegate grants what the function it stands for grants, revocations by
+ * hand included (and refuses, when it runs, a caller who may not run that
+ * function: src/citus.c).
+ */
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)',
+	'idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)');
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb)',
+	'idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb)');
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4)',
+	'idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)');
+SELECT idempotency.carry_privileges(
+	'idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)',
+	'idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)');
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)',
+	'idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)');
+SELECT idempotency.carry_privileges(
+	'idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.int4)',
+	'idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4)');
 
 /*
  * citus_setup(distribute_by): distribute_by => 'key' (the default) is 1.0's

@@ -1,0 +1,80 @@
+--
+-- ALTER EXTENSION idempotency UPDATE from 1.0 against an installation's own
+-- objects and grants (test/t/027_update_from_1_0.pl compares the catalog and
+-- a dump after the update).
+--
+SET search_path = public;
+\set VERBOSITY default
+\set origdb :DBNAME
+CREATE DATABASE regress_update;
+\c regress_update
+SET search_path = public;
+CREATE EXTENSION idempotency VERSION '1.0';
+
+-- Objects of the installation that depend on functions the update replaces
+-- (a BEGIN ATOMIC function that claims keys, a view over lookup()): the
+-- update names them and changes nothing
+CREATE ROLE regress_owner_app;
+CREATE SCHEMA regress_own AUTHORIZATION regress_owner_app;
+SET ROLE regress_owner_app;
+CREATE FUNCTION regress_own.claim(k text) RETURNS text LANGUAGE sql
+BEGIN ATOMIC
+	SELECT outcome FROM idempotency.idempotent_begin(k);
+END;
+CREATE VIEW regress_own.peek AS SELECT found FROM idempotency.lookup('regress-key');
+RESET ROLE;
+ALTER EXTENSION idempotency UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+-- dropped, the update runs; created again, they work
+DROP VIEW regress_own.peek;
+DROP FUNCTION regress_own.claim(text);
+ALTER EXTENSION idempotency UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+CREATE FUNCTION regress_own.claim(k text) RETURNS text LANGUAGE sql
+BEGIN ATOMIC
+	SELECT outcome FROM idempotency.idempotent_begin(k);
+END;
+SELECT regress_own.claim('regress-dep-1');
+DROP FUNCTION regress_own.claim(text);
+DROP SCHEMA regress_own;
+
+\c :origdb
+DROP DATABASE regress_update;
+CREATE DATABASE regress_update;
+\c regress_update
+SET search_path = public;
+CREATE EXTENSION idempotency VERSION '1.0';
+
+-- A grant an administrator took back stays taken back: the Citus delegates
+-- (which on one server do what the functions they stand for do) grant what
+-- those functions grant
+CREATE ROLE regress_clerk;
+CREATE ROLE regress_begin_only;
+SELECT idempotency.grant_usage('regress_clerk');
+REVOKE EXECUTE ON FUNCTION idempotency.idempotent_abandon(text, text, integer) FROM regress_clerk;
+REVOKE EXECUTE ON FUNCTION idempotency.lookup(text, text, jsonb) FROM regress_clerk;
+GRANT EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)
+	TO regress_begin_only;
+ALTER EXTENSION idempotency UPDATE;
+SELECT r.role, p.proname AS delegate,
+	   has_function_privilege(r.role, p.oid, 'EXECUTE') AS delegate_granted
+  FROM (VALUES ('regress_clerk'), ('regress_begin_only')) AS r (role),
+	   pg_proc AS p
+ WHERE p.pronamespace = 'idempotency'::regnamespace
+   AND p.proname IN ('citus_idempotent_begin', 'citus_idempotent_finish', 'citus_idempotent_abandon',
+					 'citus_lookup', 'citus_idempotent_checkpoint', 'citus_idempotent_renew')
+ ORDER BY 1, 2;
+
+-- and a delegate refuses a caller who may not run the function it stands
+-- for, whatever was granted on the delegate itself
+GRANT EXECUTE ON FUNCTION idempotency.citus_lookup(idempotency.key, text, jsonb) TO regress_clerk;
+SET ROLE regress_clerk;
+SELECT outcome FROM idempotency.idempotent_begin('regress-k', 's');
+SELECT found FROM idempotency.citus_lookup('regress-k', 's', NULL);
+SELECT idempotency.citus_idempotent_abandon('regress-k', 's', NULL);
+SELECT outcome FROM idempotency.citus_idempotent_begin('regress-k2', 's', NULL, '1 day', NULL, true, false, NULL, false);
+RESET ROLE;
+
+\c :origdb
+DROP DATABASE regress_update;
+DROP ROLE regress_owner_app, regress_clerk, regress_begin_only;
