@@ -42,7 +42,7 @@ DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
-REGRESS = extension_catalog extension_update key keycmp keyfuncs registry registry_errors recovery registry_http xactclaims \
+REGRESS = extension_catalog extension_update key keycmp keyfuncs registry registry_errors recovery recovery_own_claim registry_http xactclaims \
 	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
 	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
 	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait

@@ -256,6 +256,18 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 
 		memset(nulls, true, rsinfo->setDesc->natts * sizeof(bool));
 		RegistryStalledRow(i, &claim, &previous);
+		{
+			/*
+			 * a claim of this transaction's own whose lease ran out: the new
+			 * attempt supersedes it (undone with it by a rollback)
+			 */
+			XactClaim  *held = XactClaimFind(claim.values[RC_owner],
+											 claim.values[RC_scope],
+											 claim.values[RC_key]);
+
+			if (held != NULL)
+				XactClaimEnd(held);
+		}
 		XactClaimAdd(&claim, false);
 		RegistryOutputFill(out, &claim, values, nulls);
 		if (previous_col >= 0)
