@@ -5,6 +5,7 @@
 --
 SET search_path = public;
 \set VERBOSITY default
+\set SHOW_CONTEXT never
 \set origdb :DBNAME
 CREATE DATABASE regress_update;
 \c regress_update
