@@ -103,41 +103,8 @@ COMMENT ON FUNCTION idempotency.carry_privileges(pg_catalog.regprocedure, pg_cat
 REVOKE ALL ON FUNCTION idempotency.carry_privileges(pg_catalog.regprocedure, pg_catalog.regprocedure) FROM PUBLIC;
 
 --
--- The application API, listed once
+-- Granting the application API
 --
-
-/*
- * What grant_usage() grants, by name: a function's name is unique in the
- * schema, so that a later version may change its arguments without
- * touching this list.  Readable by everyone, as the functions' signatures
- * are.
- */
-CREATE VIEW idempotency.application_api AS
-	SELECT v.object_type, v.object_name, v.privilege
-	  FROM (VALUES
-			('function', 'idempotent_begin', 'EXECUTE'),
-			('function', 'idempotent_finish', 'EXECUTE'),
-			('function', 'idempotent_abandon', 'EXECUTE'),
-			('function', 'lookup', 'EXECUTE'),
-			('view', 'my_records', 'SELECT'),
-			('function', 'inbox_receive', 'EXECUTE'),
-			('function', 'inbox_receive_batch', 'EXECUTE'),
-			('function', 'issue_token', 'EXECUTE'),
-			('function', 'consume_token', 'EXECUTE'),
-			('view', 'my_tokens', 'SELECT'),
-			('function', 'outbox_send', 'EXECUTE'),
-			('function', 'outbox_fetch', 'EXECUTE'),
-			('function', 'outbox_ack', 'EXECUTE'),
-			('view', 'my_outbox', 'SELECT'),
-			('function', 'lock', 'EXECUTE'),
-			('function', 'try_lock', 'EXECUTE'))
-		   AS v (object_type, object_name, privilege);
-
-COMMENT ON VIEW idempotency.application_api IS
-'the functions and views grant_usage() grants to an application role';
-
-REVOKE ALL ON TABLE idempotency.application_api FROM PUBLIC;
-GRANT SELECT ON TABLE idempotency.application_api TO PUBLIC;
 
 /*
  * grant_usage(role) grants what application_api lists, and nothing else.
@@ -665,11 +632,14 @@ REVOKE ALL ON FUNCTION idempotency.citus_idempotent_checkpoint(idempotency.key, 
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 
 /*
- * The application API of 1.1: 1.0's, the recovery points, renewal and the
- * completer, and the delegates; the roles grant_usage() was given to get
- * what is new (rule 2).
+ * The application API, listed once: what grant_usage() grants, by name (a
+ * function's name is unique in the schema, so that a later version may
+ * change its arguments without touching this list).  1.0's API, the
+ * recovery points, renewal and the completer, and the delegates.  Readable
+ * by everyone, as the functions' signatures are.  The roles grant_usage()
+ * was given to get what is new (rule 2).
  */
-CREATE OR REPLACE VIEW idempotency.application_api AS
+CREATE VIEW idempotency.application_api AS
 	SELECT v.object_type, v.object_name, v.privilege
 	  FROM (VALUES
 			('function', 'idempotent_begin', 'EXECUTE'),
@@ -699,6 +669,12 @@ CREATE OR REPLACE VIEW idempotency.application_api AS
 			('function', 'citus_idempotent_checkpoint', 'EXECUTE'),
 			('function', 'citus_idempotent_renew', 'EXECUTE'))
 		   AS v (object_type, object_name, privilege);
+
+COMMENT ON VIEW idempotency.application_api IS
+'the functions and views grant_usage() grants to an application role';
+
+REVOKE ALL ON TABLE idempotency.application_api FROM PUBLIC;
+GRANT SELECT ON TABLE idempotency.application_api TO PUBLIC;
 
 SELECT idempotency.extend_usage('function', 'idempotent_checkpoint');
 SELECT idempotency.extend_usage('function', 'idempotent_renew');
