@@ -18,34 +18,10 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all => "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so)"
-  unless -f "$pkglibdir/citus.so";
-
-my @nodes;
-for my $name (qw(coordinator worker1 worker2))
-{
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'citus,idempotency'
-listen_addresses = '127.0.0.1'
-max_connections = 100
-max_prepared_transactions = 100
-max_worker_processes = 20
-idempotency.cleanup_interval = 0
-});
-	$node->start;
-	push @nodes, $node;
-}
-my ($coord, @workers) = @nodes;
-$_->safe_psql('postgres', 'CREATE EXTENSION citus') for (@workers, $coord);
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
-  for @workers;
+my ($coord, @workers) = citus_cluster();
+citus_join('postgres', $coord, @workers);
 $coord->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 $coord->safe_psql('postgres', q{
 	CREATE ROLE app LOGIN;

@@ -19,40 +19,16 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all => "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so)"
-  unless -f "$pkglibdir/citus.so";
+use CitusCluster;
 
 # --- the cluster ------------------------------------------------------------
 
-my %nodes;
-for my $name (qw(coordinator worker1 worker2))
-{
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'citus,idempotency'
-listen_addresses = '127.0.0.1'
-max_connections = 100
-max_prepared_transactions = 100
-max_worker_processes = 20
-idempotency.cleanup_interval = 0
+my ($coord, @workers) = citus_cluster(q{
 # two-phase commits stay in pg_dist_transaction, where they are counted
 citus.recover_2pc_interval = -1
 });
-	$node->start;
-	$nodes{$name} = $node;
-}
-my $coord = $nodes{coordinator};
-my @workers = ($nodes{worker1}, $nodes{worker2});
 
-$_->safe_psql('postgres', 'CREATE EXTENSION citus') for (@workers, $coord);
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
-  for @workers;
+citus_join('postgres', $coord, @workers);
 
 # the node (by port) holding the registry's shard of a key
 sub port_of

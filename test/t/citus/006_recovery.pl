@@ -12,28 +12,9 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all => "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so)"
-  unless -f "$pkglibdir/citus.so";
-
-my @nodes;
-for my $name (qw(coordinator worker1 worker2))
-{
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'citus,idempotency'
-listen_addresses = '127.0.0.1'
-max_connections = 100
-max_prepared_transactions = 100
-max_worker_processes = 20
-idempotency.cleanup_interval = 0
-});
-	$node->start;
-	push @nodes, $node;
-}
+my @nodes = citus_cluster();
 my ($coord, @workers) = @nodes;
 
 # set_up(DBNAME, VERSION): a database with Citus on every node, the workers
@@ -45,9 +26,7 @@ sub set_up
 	{
 		$_->safe_psql('postgres', "CREATE DATABASE $db") for @nodes;
 	}
-	$_->safe_psql($db, 'CREATE EXTENSION citus') for @nodes;
-	$coord->safe_psql($db, "SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-	$coord->safe_psql($db, "SELECT citus_add_node('127.0.0.1', " . $_->port . ")") for @workers;
+	citus_join($db, $coord, @workers);
 	$coord->safe_psql($db, qq{
 		CREATE EXTENSION idempotency VERSION '$version';
 		SELECT idempotency.citus_setup();
