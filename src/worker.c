@@ -136,7 +136,10 @@ IdempotencyWorkerRegister(void)
 
 /*
  * launcher_databases
- *		The OIDs of the databases a pass visits, allocated in cxt.
+ *		The OIDs of the databases a pass visits, allocated in cxt, oldest
+ *		first: pg_database's physical order changes as its rows are updated
+ *		and pruned, and an operator watching cleanup_status should see the
+ *		same order at every pass.
  */
 static List *
 launcher_databases(MemoryContext cxt)
@@ -166,6 +169,7 @@ launcher_databases(MemoryContext cxt)
 	table_close(rel, AccessShareLock);
 
 	CommitTransactionCommand();
+	list_sort(dbs, list_oid_cmp);
 	return dbs;
 }
 

@@ -52,7 +52,7 @@ sub pass_in_progress
 		  FROM idempotency.cleanup_status WHERE datname = '$db'});
 }
 
-# Three databases visited in this order, each a pass of about ten seconds
+# Three databases, visited in this order (of OID), each a pass of about ten seconds
 # at 100 rows a second.
 backlog('dropped', 1000);
 backlog('renamed', 1000);
