@@ -20,6 +20,15 @@
  * on that name, so a role only ever reaches its own records.  The switch is
  * undone by transaction or subtransaction abort if an error escapes.
  *
+ * Under Citus, once the tables are distributed, a statement's parse tree is
+ * kept but it is planned for each execution (a custom plan): Citus 13
+ * attaches a copy of the shard's local plan to a kept generic plan every
+ * time it runs the statement on a shard of the node it runs on, without
+ * finding the copy it attached before, so a long-lived session (a pooled
+ * connection, and the worker backend that serves it) would grow by the
+ * size of a plan with every call.  A custom plan is freed after its
+ * execution, and Citus plans it for the one shard it needs.
+ *
  * The owner, the key type's OID and the plans are cached per backend; a
  * relcache invalidation of the registry (DROP EXTENSION, VACUUM, ALTER
  * TABLE) marks the cache stale and the next call rebuilds it.  The tables
@@ -46,6 +55,7 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "citus.h"
 #include "extension.h"
 #include "owner.h"
 #include "sqlcall.h"
@@ -56,6 +66,7 @@ typedef struct SqlCallCache
 	Oid			relid;			/* idempotency.registry, watched for changes */
 	Oid			relowner;		/* the role the SQL runs as */
 	Oid			keytype;		/* idempotency.key */
+	bool		custom_plans;	/* the tables are Citus's: plan every time */
 	SqlStatement *prepared;		/* statements with a kept plan */
 } SqlCallCache;
 
@@ -104,6 +115,7 @@ sql_cache_refresh(const IdempotencyCatalog *catalog)
 	ReleaseSysCache(tuple);
 
 	sql_cache.keytype = catalog->keytype;
+	sql_cache.custom_plans = IdempotencyCitusPartMethod(CITUS_REGISTRY) != '\0';
 	sql_cache.valid = true;
 }
 
@@ -142,7 +154,8 @@ sql_plan(SqlStatement *stmt)
 			sql_cache.keytype : stmt->argtypes[i];
 
 	plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, argtypes,
-							  stmt->custom_plan ? CURSOR_OPT_CUSTOM_PLAN : 0);
+							  stmt->custom_plan || sql_cache.custom_plans ?
+							  CURSOR_OPT_CUSTOM_PLAN : 0);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s",
 			 stmt->sql, SPI_result_code_string(SPI_result));

@@ -4,7 +4,8 @@
 # key locks, the cleanup, state machines, a check_transition trigger created
 # on a distributed table) with Citus loaded in the same backend, and is
 # still connected and correct at the end: the extension takes one relcache
-# callback slot of the ten a backend has, whatever it caches.  Then a
+# callback slot of the ten a backend has, whatever it caches, and the worker
+# backends that serve the session do not grow with its requests.  Then a
 # user's own table distributed by a text column, the Citus default, after
 # citus_setup(): Citus must not put it in one of the extension's
 # co-location groups.
@@ -104,6 +105,41 @@ is($s->query_safe('SELECT pg_backend_pid()'), $pid,
 	'the pooled session kept its backend through every feature');
 unlike(slurp_file($coord->logfile), qr/out of relcache_callback_list slots/,
 	'no backend ran out of relcache callback slots');
+
+# The session's requests run on the workers, each in the worker backend
+# that serves this session for as long as it lives: that backend's memory
+# must not grow with the number of requests.  memory(WORKER) asks it to log
+# its memory contexts and reads the total back.
+my $gpid = $s->query_safe('SELECT citus_backend_gpid()');
+sub memory
+{
+	my ($worker) = @_;
+	my $wpid = $worker->safe_psql('postgres', qq{
+		SELECT pid FROM pg_stat_activity WHERE application_name = 'citus_internal gpid=$gpid'});
+	die "no backend serves the session on " . $worker->name unless $wpid =~ /^\d+$/;
+	my $offset = -s $worker->logfile;
+	$worker->safe_psql('postgres', "SELECT pg_log_backend_memory_contexts($wpid)");
+	$worker->wait_for_log(qr/\[$wpid\][^\n]*Grand total: \d+ bytes/, $offset);
+	my ($bytes) = substr(slurp_file($worker->logfile), $offset) =~
+	  /\[$wpid\][^\n]*Grand total: (\d+) bytes/;
+	return $bytes;
+}
+my $requests = q{DO $$
+	BEGIN
+		FOR i IN 1 .. 300 LOOP
+			PERFORM idempotency.idempotent_begin('mem-' || pg_catalog.gen_random_uuid(), 'pay');
+		END LOOP;
+	END $$};
+$s->query_safe($requests);
+my @before = map { memory($_) } @workers;
+$s->query_safe($requests) for 1 .. 2;
+my @after = map { memory($_) } @workers;
+for my $i (0 .. $#workers)
+{
+	cmp_ok($after[$i] - $before[$i], '<', 2_000_000,
+		'600 more requests leave the memory of the backend serving the session on '
+		  . $workers[$i]->name . " as it was ($before[$i] bytes, then $after[$i])");
+}
 $s->quit;
 
 # --- a user's table distributed by a text column -------------------------------
