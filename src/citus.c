@@ -167,6 +167,7 @@ typedef struct CitusDelegateState
 	int			distarg[CITUS_NUM_DELEGATES];	/* the key's or the scope's
 												 * argument */
 	SPIPlanPtr	plans[CITUS_NUM_DELEGATES];
+	Oid			main_fns[CITUS_NUM_DELEGATES];	/* looked up on first use */
 } CitusDelegateState;
 
 static CitusDelegateState citus_delegate;
@@ -840,6 +841,7 @@ citus_delegate_refresh(void)
 		if (citus_delegate.plans[i] != NULL)
 			SPI_freeplan(citus_delegate.plans[i]);
 		citus_delegate.plans[i] = NULL;
+		citus_delegate.main_fns[i] = InvalidOid;
 	}
 	citus_delegate.shards_behind = false;
 	citus_delegate.dist_object_relid = get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE);
@@ -976,14 +978,23 @@ citus_delegate_called(FunctionCallInfo fcinfo)
  *		back from the one must not stay open through the other.
  */
 static void
-citus_delegate_check_access(const CitusDelegateDef *def)
+citus_delegate_check_access(CitusDelegate which)
 {
+	const CitusDelegateDef *def = &citus_delegate_defs[which];
 	Oid			main_fn;
 
-	main_fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
-												   CStringGetTextDatum(def->main)));
-	if (!OidIsValid(main_fn))
-		elog(ERROR, "function %s does not exist", def->main);
+	if (!citus_delegate.valid)
+		citus_delegate_refresh();
+	main_fn = citus_delegate.main_fns[which];
+	/* an update may have replaced the function since */
+	if (!OidIsValid(main_fn) || !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(main_fn)))
+	{
+		main_fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
+													   CStringGetTextDatum(def->main)));
+		if (!OidIsValid(main_fn))
+			elog(ERROR, "function %s does not exist", def->main);
+		citus_delegate.main_fns[which] = main_fn;
+	}
 	if (IdempotencyFunctionAclCheck(main_fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(main_fn));
 }
@@ -1021,7 +1032,7 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 
 	if (citus_delegate_called(fcinfo))
 	{
-		citus_delegate_check_access(def);
+		citus_delegate_check_access(which);
 		return false;
 	}
 	if (citus_delegating || citus_owner_in_xact)
