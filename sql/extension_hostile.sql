@@ -305,6 +305,12 @@ SELECT idempotency_real.rename_owner('regress_hostile_user', 'regress_mallory');
 SELECT idempotency_real.define_state_machine('hostile_machine3', '{"new": ["done"]}');
 SELECT idempotency_real.drop_state_machine('hostile_machine2');
 SELECT * FROM idempotency_real.state_machine_transitions('hostile_machine2');
+-- the check at CREATE TRIGGER reads only PostgreSQL's catalog: any other trigger is still created
+CREATE FUNCTION public.hostile_plain_trigger() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+CREATE TRIGGER plain_trigger BEFORE INSERT ON public.hostile_orders
+	FOR EACH ROW EXECUTE FUNCTION public.hostile_plain_trigger();
+DROP TRIGGER plain_trigger ON public.hostile_orders;
+DROP FUNCTION public.hostile_plain_trigger();
 INSERT INTO public.hostile_orders VALUES (2, 'new');
 SELECT * FROM planted_calls;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_mallory';

@@ -216,8 +216,79 @@ citus_catalog_exists(void)
 }
 
 /*
+ * The queries on Citus's catalog, run as whoever is running, on the
+ * caller's snapshot (catalog_only: they name none of the extension's
+ * objects; a check on a shard must not depend on them).
+ */
+static SqlStatement partmethod_stmt = {
+	.sql = "SELECT p.partmethod FROM pg_catalog.pg_dist_partition AS p"
+	" WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+	.nargs = 1,
+	.argtypes = {OIDOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
+
+static SqlStatement local_group_stmt = {
+	.sql = "SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g",
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
+
+/* a table's active placements, grouped by node; $2 this node's group */
+static SqlStatement placements_stmt = {
+	.sql = "SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid),"
+	" p.groupid, n.nodename, n.nodeport,"
+	" p.groupid OPERATOR(pg_catalog.=) $2"
+	" FROM pg_catalog.pg_dist_shard AS s"
+	" JOIN pg_catalog.pg_dist_placement AS p"
+	"   ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+	" LEFT JOIN pg_catalog.pg_dist_node AS n"
+	"   ON n.groupid OPERATOR(pg_catalog.=) p.groupid"
+	"  AND n.noderole OPERATOR(pg_catalog.=) 'primary' AND n.isactive"
+	" WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
+	"   AND p.shardstate OPERATOR(pg_catalog.=) 1"
+	"   AND (n.nodeid IS NOT NULL OR p.groupid OPERATOR(pg_catalog.=) $2)"
+	" ORDER BY p.groupid, s.shardid",
+	.nargs = 2,
+	.argtypes = {OIDOID, INT4OID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 5,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
+
+static SqlStatement shard_table_stmt = {
+	.sql = "SELECT s.logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard AS s"
+	" WHERE s.shardid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
+
+/* the cleanup's statements for other nodes, each on a connection of its own */
+static SqlStatement run_on_workers_stmt = {
+	.sql = "SELECT r.success, r.result"
+	" FROM pg_catalog.master_run_on_worker($1, $2, $3, true) AS r",
+	.nargs = 3,
+	.argtypes = {TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 2,
+	.catalog_only = true,
+};
+
+/*
  * citus_query
  *		Run a read-only query on Citus's catalog; SPI must be connected.
+ *		Only citus_delegate_refresh still uses it; everything else runs its
+ *		queries as the statements above.
  */
 static uint64
 citus_query(const char *sql, int nargs, Oid *argtypes, Datum *values)
@@ -244,18 +315,14 @@ IdempotencyCitusPartMethod(CitusTable table)
 	state->partmethod = '\0';
 	if (OidIsValid(state->relid) && citus_catalog_exists())
 	{
-		Oid			argtypes[1] = {OIDOID};
 		Datum		values[1] = {ObjectIdGetDatum(state->relid)};
 		bool		isnull;
+		SqlCall		call;
 
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (citus_query("SELECT p.partmethod FROM pg_catalog.pg_dist_partition AS p"
-						" WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-						1, argtypes, values) == 1)
-			state->partmethod = DatumGetChar(SPI_getbinval(SPI_tuptable->vals[0],
-														   SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_finish();
+		SqlCallBeginAsCaller(&call);
+		if (SqlExecute(&partmethod_stmt, values, NULL) == 1)
+			state->partmethod = DatumGetChar(SqlResult(0, 1, &isnull));
+		SqlCallEnd(&call);
 	}
 	state->valid = true;
 	return state->partmethod;
@@ -264,17 +331,17 @@ IdempotencyCitusPartMethod(CitusTable table)
 /*
  * citus_local_group
  *		This node's Citus group id: 0 on the coordinator, whether or not any
- *		node is registered yet (citus_is_coordinator() says false then).  SPI
- *		must be connected and Citus's catalog present.
+ *		node is registered yet (citus_is_coordinator() says false then).  In
+ *		the frame, with Citus's catalog present.
  */
 static int32
 citus_local_group(void)
 {
 	bool		isnull;
 
-	if (citus_query("SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g", 0, NULL, NULL) != 1)
+	if (SqlExecute(&local_group_stmt, NULL, NULL) != 1)
 		elog(ERROR, "pg_dist_local_group has no row");
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return DatumGetInt32(SqlResult(0, 1, &isnull));
 }
 
 /*
@@ -456,24 +523,20 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 
 	if (nremote > 0)
 	{
-		Oid			argtypes[3] = {TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
 		Datum		values[3];
 
 		values[0] = PointerGetDatum(construct_array(names, nremote, TEXTOID, -1, false, TYPALIGN_INT));
 		values[1] = PointerGetDatum(construct_array(ports, nremote, INT4OID, 4, true, TYPALIGN_INT));
 		values[2] = PointerGetDatum(construct_array(commands, nremote, TEXTOID, -1, false, TYPALIGN_INT));
-		if (SPI_execute_with_args("SELECT r.success, r.result"
-								  " FROM pg_catalog.master_run_on_worker($1, $2, $3, true) AS r",
-								  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT ||
-			SPI_processed != (uint64) nremote)
+		if (SqlExecute(&run_on_workers_stmt, values, NULL) != (uint64) nremote)
 			elog(ERROR, "master_run_on_worker did not answer for every node");
 
 		for (int i = 0; i < nremote; i++)
 		{
 			bool		isnull;
-			bool		success = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, 1, &isnull));
-			char	   *result = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+			bool		success = DatumGetBool(SqlResult(i, 1, &isnull));
+			Datum		answer = SqlResult(i, 2, &isnull);
+			char	   *result = isnull ? NULL : TextDatumGetCString(answer);
 			CitusNode  *node = &nodes[which[i]];
 
 			if (!success)
@@ -517,7 +580,7 @@ citus_cleanup_round(CitusShard *shards, int nshards, CitusNode *nodes, int nnode
 bool
 IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *deleted)
 {
-	Oid			argtypes[2] = {OIDOID, INT4OID};
+	SqlCall		call;
 	Datum		values[2];
 	CitusShard *shards;
 	CitusNode  *nodes;
@@ -535,12 +598,11 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 		return false;
 	*deleted = 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	SqlCallBeginAsCaller(&call);
 	group = citus_local_group();
 	if (group != 0)
 	{
-		SPI_finish();
+		SqlCallEnd(&call);
 		return true;			/* a worker node: the coordinator cleans
 								 * shards */
 	}
@@ -548,38 +610,24 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 	/* the active placements, grouped by node */
 	values[0] = ObjectIdGetDatum(citus_tables[table].relid);
 	values[1] = Int32GetDatum(group);
-	nshards = (int) citus_query("SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid),"
-								" p.groupid, n.nodename, n.nodeport,"
-								" p.groupid OPERATOR(pg_catalog.=) $2"
-								" FROM pg_catalog.pg_dist_shard AS s"
-								" JOIN pg_catalog.pg_dist_placement AS p"
-								"   ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
-								" LEFT JOIN pg_catalog.pg_dist_node AS n"
-								"   ON n.groupid OPERATOR(pg_catalog.=) p.groupid"
-								"  AND n.noderole OPERATOR(pg_catalog.=) 'primary' AND n.isactive"
-								" WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
-								"   AND p.shardstate OPERATOR(pg_catalog.=) 1"
-								"   AND (n.nodeid IS NOT NULL OR p.groupid OPERATOR(pg_catalog.=) $2)"
-								" ORDER BY p.groupid, s.shardid",
-								2, argtypes, values);
+	nshards = (int) SqlExecute(&placements_stmt, values, NULL);
 	shards = palloc0(sizeof(CitusShard) * Max(nshards, 1));
 	nodes = palloc0(sizeof(CitusNode) * Max(nshards, 1));
 	for (int i = 0; i < nshards; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int32		shard_group = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+		int32		shard_group = DatumGetInt32(SqlResult(i, 2, &isnull));
 
-		if (i == 0 || shard_group != DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i - 1], desc, 2, &isnull)))
+		if (i == 0 || shard_group != DatumGetInt32(SqlResult(i - 1, 2, &isnull)))
 		{
-			nodes[nnodes].local = DatumGetBool(SPI_getbinval(tuple, desc, 5, &isnull));
-			nodes[nnodes].name = nodes[nnodes].local ? NULL : SPI_getvalue(tuple, desc, 3);
+			nodes[nnodes].local = DatumGetBool(SqlResult(i, 5, &isnull));
+			nodes[nnodes].name = nodes[nnodes].local ? NULL :
+				TextDatumGetCString(SqlResult(i, 3, &isnull));
 			nodes[nnodes].port = nodes[nnodes].local ? 0 :
-				DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+				DatumGetInt32(SqlResult(i, 4, &isnull));
 			nnodes++;
 		}
-		shards[i].name = SPI_getvalue(tuple, desc, 1);
+		shards[i].name = TextDatumGetCString(SqlResult(i, 1, &isnull));
 		shards[i].node = nnodes - 1;
 	}
 
@@ -644,7 +692,7 @@ IdempotencyCitusCleanup(CitusTable table, TimestampTz now, int32 limit, uint64 *
 		}
 	}
 
-	SPI_finish();
+	SqlCallEnd(&call);
 	return true;
 }
 
@@ -671,18 +719,14 @@ IdempotencyCitusShardOf(Relation rel)
 		strspn(suffix + 1, "0123456789") == strlen(suffix + 1) &&
 		strlen(suffix + 1) < 19 && citus_catalog_exists())
 	{
-		Oid			argtypes[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(strtoi64(suffix + 1, NULL, 10))};
 		bool		isnull;
+		SqlCall		call;
 
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (citus_query("SELECT s.logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard AS s"
-						" WHERE s.shardid OPERATOR(pg_catalog.=) $1",
-						1, argtypes, values) == 1)
+		SqlCallBeginAsCaller(&call);
+		if (SqlExecute(&shard_table_stmt, values, NULL) == 1)
 		{
-			Oid			candidate = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-																   SPI_tuptable->tupdesc, 1, &isnull));
+			Oid			candidate = DatumGetObjectId(SqlResult(0, 1, &isnull));
 			char	   *candidate_name = get_rel_name(candidate);
 
 			if (candidate_name != NULL &&
@@ -691,7 +735,7 @@ IdempotencyCitusShardOf(Relation rel)
 				strncmp(candidate_name, name, suffix - name) == 0)
 				parent = candidate;
 		}
-		SPI_finish();
+		SqlCallEnd(&call);
 	}
 	shard_cache_relid = RelationGetRelid(rel);
 	shard_cache_parent = parent;
@@ -717,24 +761,22 @@ IdempotencyCitusTableName(Relation rel)
 
 /*
  * citus_own_rows
- *		Run a query on the caller's own rows as the tables' owner and hand
- *		each row to emit, which adds it to the result set.
+ *		Read the caller's own rows as the tables' owner (select runs the
+ *		statement) and hand each row the frame returned to emit, which adds
+ *		it to the result set.
  */
 static void
-citus_own_rows(FunctionCallInfo fcinfo, const char *sql,
+citus_own_rows(FunctionCallInfo fcinfo, uint64 (*select) (SqlCall *call),
 			   void (*emit) (ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc))
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SqlCall		call;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
+	uint64		n;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SqlCallBegin(&call);
-	values[0] = call.owner;
-	if (SPI_execute_with_args(sql, 1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	n = select(&call);
+	for (uint64 i = 0; i < n; i++)
 		emit(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	SqlCallEnd(&call);
 }
@@ -776,8 +818,31 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_records);
 Datum
 idempotency_citus_my_records(PG_FUNCTION_ARGS)
 {
-	citus_own_rows(fcinfo, RegistrySelectOwnSql(), citus_emit_record);
+	citus_own_rows(fcinfo, RegistrySelectOwn, citus_emit_record);
 	return (Datum) 0;
+}
+
+/* all of a role's tokens, $1 its name, on the caller's snapshot */
+static SqlStatement own_tokens_stmt = {
+	.sql = "SELECT t.token, t.scope, t.issued_at, t.expires_at, t.consumed_at"
+	" FROM idempotency.tokens AS t WHERE t.owner OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 5,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+};
+
+/*
+ * citus_select_tokens
+ *		Read all of the caller's tokens; returns how many there are.
+ */
+static uint64
+citus_select_tokens(SqlCall *call)
+{
+	Datum		values[1] = {call->owner};
+
+	return SqlExecute(&own_tokens_stmt, values, NULL);
 }
 
 /*
@@ -813,10 +878,7 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_tokens);
 Datum
 idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
 {
-	citus_own_rows(fcinfo,
-				   "SELECT t.token, t.scope, t.issued_at, t.expires_at, t.consumed_at"
-				   " FROM idempotency.tokens AS t WHERE t.owner OPERATOR(pg_catalog.=) $1",
-				   citus_emit_token);
+	citus_own_rows(fcinfo, citus_select_tokens, citus_emit_token);
 	return (Datum) 0;
 }
 

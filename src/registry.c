@@ -138,6 +138,15 @@ static SqlStatement insert_finished_stmt = {.expected_rc = SPI_OK_INSERT};
 /* The whole record of a key, whatever its state. */
 static SqlStatement lookup_stmt = {.expected_rc = SPI_OK_SELECT,.natts = REGISTRY_NCOLUMNS};
 
+/* all of a role's records, $1 its name, on the caller's snapshot */
+static SqlStatement select_own_stmt = {
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = REGISTRY_NCOLUMNS,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+};
+
 /*
  * Overwrites an expired or abandoned record with a fresh claim, re-checking
  * that condition, so that of two sessions racing for the record exactly one
@@ -324,6 +333,14 @@ registry_build(void)
 	registry_identity_sql(&buf);
 	registry_statement(&lookup_stmt, buf.data);
 	lookup_stmt.natts = registry_ncolumns;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "SELECT ");
+	registry_column_list(&buf, true);
+	appendStringInfoString(&buf, " FROM idempotency.registry AS r"
+						   " WHERE r.owner OPERATOR(pg_catalog.=) $1");
+	select_own_stmt.sql = buf.data;
+	select_own_stmt.natts = registry_ncolumns;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "UPDATE idempotency.registry AS r");
@@ -712,21 +729,17 @@ RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
 }
 
 /*
- * RegistrySelectOwnSql
- *		A query for all of a role's records, $1 the role's name.
+ * RegistrySelectOwn
+ *		Read all of the caller's records (RegistryRowFromTuple reads each of
+ *		the rows); returns how many there are.
  */
-char *
-RegistrySelectOwnSql(void)
+uint64
+RegistrySelectOwn(SqlCall *call)
 {
-	StringInfoData buf;
+	Datum		values[1] = {call->owner};
 
 	registry_build();
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "SELECT ");
-	registry_column_list(&buf, true);
-	appendStringInfoString(&buf, " FROM idempotency.registry AS r"
-						   " WHERE r.owner OPERATOR(pg_catalog.=) $1");
-	return buf.data;
+	return SqlExecute(&select_own_stmt, values, NULL);
 }
 
 /*

@@ -124,7 +124,7 @@ extern void RegistryRowClaim(RegistryRow *row, SqlCall *call, Datum scope, Datum
 extern void RegistryRowKeep(SqlCall *call, RegistryRow *row);
 extern bool RegistryRowLive(const RegistryRow *row, TimestampTz now);
 extern void RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc);
-extern char *RegistrySelectOwnSql(void);
+extern uint64 RegistrySelectOwn(SqlCall *call);
 extern RegistryOutput *RegistryOutputMap(TupleDesc desc);
 extern void RegistryOutputFill(const RegistryOutput *out, const RegistryRow *row,
 							   Datum *values, bool *nulls);

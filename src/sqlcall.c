@@ -7,8 +7,11 @@
  *
  * All table access is SQL through SPI with prepared plans that are kept for
  * the life of the backend (Citus rule 2): under Citus only SQL reaches
- * the shards.  Every statement is defined beside the code that uses it
- * (registry.c, inbox.c, tokens.c, history.c), with every value a parameter,
+ * the shards.  It is the one way the extension runs SQL from C: every
+ * statement is defined beside the code that uses it (registry.c, inbox.c,
+ * tokens.c, history.c, statemachine.c, trigger_ddl.c, citus.c, ...) as a
+ * SqlStatement, or run once with SqlExecuteOnce when its text is built at
+ * run time, with every value a parameter,
  * every name schema-qualified and every operator written OPERATOR(schema.op),
  * so that the plans mean the same whatever search_path the caller has set;
  * that is why the C functions need no SET search_path clause (and do not pay
@@ -19,6 +22,12 @@
  * triggers do, after noting the caller's role name: every statement filters
  * on that name, so a role only ever reaches its own records.  The switch is
  * undone by transaction or subtransaction abort if an error escapes.
+ * SQL that files nothing under a role enters the frame with
+ * SqlCallBeginAsCaller instead and runs as whoever is running: the state
+ * machine cache's read (as the user whose write fired the trigger),
+ * define_state_machine's write (SECURITY DEFINER: as its owner), queries on
+ * PostgreSQL's and Citus's catalogs.  A statement says which snapshot it
+ * reads with (SqlSnapshot): the cache's read takes the latest one.
  *
  * Under Citus, once the tables are distributed, a statement's parse tree is
  * kept but it is planned for each execution (a custom plan): Citus 13
@@ -31,7 +40,8 @@
  *
  * The owner, the key type's OID and the plans are cached per backend; a
  * relcache invalidation of the registry (DROP EXTENSION, VACUUM, ALTER
- * TABLE) marks the cache stale and the next call rebuilds it.  The tables
+ * TABLE) marks the cache stale and the next call rebuilds it, dropping every
+ * kept plan: no module keeps a plan of its own.  The tables
  * and the type are found through the extension's catalog entries
  * (extension.c), checked again on every call, never by name alone: the
  * statements' text names the schema, so it must be the extension's own.
@@ -53,6 +63,7 @@
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "citus.h"
@@ -150,8 +161,12 @@ sql_plan(SqlStatement *stmt)
 
 	Assert(stmt->nargs <= SQL_MAX_ARGS);
 	for (int i = 0; i < stmt->nargs; i++)
+	{
+		/* the key type is known only once the extension was checked */
+		Assert(!(stmt->catalog_only && stmt->argtypes[i] == SQL_KEYTYPE));
 		argtypes[i] = stmt->argtypes[i] == SQL_KEYTYPE ?
 			sql_cache.keytype : stmt->argtypes[i];
+	}
 
 	plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, argtypes,
 							  stmt->custom_plan || sql_cache.custom_plans ?
@@ -190,6 +205,29 @@ SqlCallBegin(SqlCall *call)
 }
 
 /*
+ * SqlCallBeginAsCaller
+ *		Enter the frame as whoever is running, without looking up whose
+ *		records the call works on: for SQL that files nothing under an
+ *		application role and must run in the current user's security
+ *		context (a trigger's read of the state machines as the user whose
+ *		write fired it, a SECURITY DEFINER function's writes as its owner, a
+ *		query on PostgreSQL's or Citus's catalogs).  SqlCallEnd leaves it.
+ */
+void
+SqlCallBeginAsCaller(SqlCall *call)
+{
+	call->owner = (Datum) 0;
+	call->now = GetCurrentTimestamp();
+	call->caller_cxt = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* nothing changes: SqlCallEnd restores what is in force */
+	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
+}
+
+/*
  * SqlCallEnd
  *		Leave the frame: back to the caller's identity, disconnect SPI.
  */
@@ -211,9 +249,24 @@ sql_execute(SqlStatement *stmt, Datum *values, const char *nulls)
 	int			rc;
 
 	/* an invalidation may have arrived since SqlCallBegin */
-	sql_cache_check();
+	if (!stmt->catalog_only)
+		sql_cache_check();
 
-	rc = SPI_execute_plan(sql_plan(stmt), values, nulls, false, 0);
+	switch (stmt->snapshot)
+	{
+		case SQL_SNAPSHOT_NEW:
+			rc = SPI_execute_plan(sql_plan(stmt), values, nulls, false, 0);
+			break;
+		case SQL_SNAPSHOT_CALLER:
+			rc = SPI_execute_plan(sql_plan(stmt), values, nulls, true, 0);
+			break;
+		case SQL_SNAPSHOT_LATEST:
+			rc = SPI_execute_snapshot(sql_plan(stmt), values, nulls, GetLatestSnapshot(),
+									  InvalidSnapshot, true, false, 0);
+			break;
+		default:
+			elog(ERROR, "unrecognized snapshot %d", (int) stmt->snapshot);
+	}
 	if (rc != stmt->expected_rc)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 	if (stmt->natts > 0 && SPI_tuptable->tupdesc->natts != stmt->natts)

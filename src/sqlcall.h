@@ -25,6 +25,24 @@
 #define SQL_MAX_ARGS 20
 
 /*
+ * Which snapshot a statement reads with.
+ */
+typedef enum SqlSnapshot
+{
+	/* a new one for each statement, which may write (the default) */
+	SQL_SNAPSHOT_NEW = 0,
+	/* the caller's, read-only: a STABLE function's read, a catalog query */
+	SQL_SNAPSHOT_CALLER,
+
+	/*
+	 * the latest committed state, read-only and without triggers: for a
+	 * per-backend cache, which must never take back a definition older than
+	 * the newest committed one, whatever the transaction's snapshot
+	 */
+	SQL_SNAPSHOT_LATEST,
+} SqlSnapshot;
+
+/*
  * One statement the extension runs, defined (as a static variable) beside
  * the code that fills its parameters and reads its result.  Its plan is
  * prepared on first use and kept until the extension's objects change.
@@ -45,6 +63,16 @@ typedef struct SqlStatement
 	 */
 	bool		custom_plan;
 
+	SqlSnapshot snapshot;
+
+	/*
+	 * Names none of the extension's objects, only PostgreSQL's or Citus's
+	 * (pg_event_trigger_ddl_commands(), pg_dist_shard): runs without checking
+	 * them, from an event trigger on anyone's CREATE TRIGGER or a trigger on
+	 * a shard.  Its plan is kept and dropped with the others.
+	 */
+	bool		catalog_only;
+
 	/* kept by sqlcall.c */
 	SPIPlanPtr	plan;
 	struct SqlStatement *next_prepared;
@@ -52,8 +80,8 @@ typedef struct SqlStatement
 
 /*
  * A call in progress: who called (the role name every record is filed
- * under, owner.c), one clock reading for the whole call, and what to
- * restore.
+ * under, owner.c; 0 in a frame entered with SqlCallBeginAsCaller), one clock
+ * reading for the whole call, and what to restore.
  */
 typedef struct SqlCall
 {
@@ -66,6 +94,7 @@ typedef struct SqlCall
 
 extern void SqlCacheInvalidate(Oid relid);
 extern void SqlCallBegin(SqlCall *call);
+extern void SqlCallBeginAsCaller(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
 extern uint64 SqlExecuteOnce(const char *sql, int nargs, Oid *argtypes, Datum *values,

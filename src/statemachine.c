@@ -84,7 +84,41 @@ uint64		StateMachineCacheGeneration = 1;
 
 static HTAB *machine_cache = NULL;
 static Oid	machines_relid = InvalidOid;
-static SPIPlanPtr machine_plan = NULL;
+
+/*
+ * A machine's definition, read on the latest snapshot (see the file header)
+ * as the user whose write fired the trigger: the table is readable by all.
+ */
+static SqlStatement machine_select_stmt = {
+	.sql = "SELECT m.transitions, m.initial FROM idempotency.state_machines AS m"
+	" WHERE m.name OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 2,
+	.snapshot = SQL_SNAPSHOT_LATEST,
+};
+
+/* define_state_machine's write: a new definition, or one replaced */
+static SqlStatement machine_upsert_stmt = {
+	.sql = "INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)"
+	" VALUES ($1, $2, $3, pg_catalog.now())"
+	" ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE"
+	" SET transitions = excluded.transitions, initial = excluded.initial,"
+	" updated_at = excluded.updated_at",
+	.nargs = 3,
+	.argtypes = {TEXTOID, JSONBOID, TEXTARRAYOID},
+	.expected_rc = SPI_OK_INSERT,
+};
+
+/* drop_state_machine's */
+static SqlStatement machine_delete_stmt = {
+	.sql = "DELETE FROM idempotency.state_machines AS m"
+	" WHERE m.name OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected_rc = SPI_OK_DELETE,
+};
 
 /*
  * A definition while it is parsed: states are added as they are first seen,
@@ -579,8 +613,8 @@ machine_cache_init(void)
 static bool
 machine_load(StateMachine *entry)
 {
+	SqlCall		call;
 	Datum		values[1];
-	Oid			argtypes[1] = {TEXTOID};
 	Jsonb	   *transitions;
 	ArrayType  *initial;
 	Datum	   *init_elems;
@@ -590,35 +624,15 @@ machine_load(StateMachine *entry)
 	MachineBuild build;
 	MemoryContext tmpcxt;
 	MemoryContext oldcxt;
-	Oid			relid;
 
 	/* the table as the extension's catalog entries have it (extension.c) */
-	relid = IdempotencyCatalogGet()->relids[IR_STATE_MACHINES];
-	if (relid != machines_relid)
-	{
-		machines_relid = relid;
-		if (machine_plan != NULL)
-			SPI_freeplan(machine_plan);
-		machine_plan = NULL;
-	}
+	machines_relid = IdempotencyCatalogGet()->relids[IR_STATE_MACHINES];
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (machine_plan == NULL)
-	{
-		machine_plan = SPI_prepare("SELECT m.transitions, m.initial FROM idempotency.state_machines AS m"
-								   " WHERE m.name OPERATOR(pg_catalog.=) $1", 1, argtypes);
-		if (machine_plan == NULL || SPI_keepplan(machine_plan) != 0)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	}
-
+	SqlCallBeginAsCaller(&call);
 	values[0] = CStringGetTextDatum(entry->name);
-	if (SPI_execute_snapshot(machine_plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_snapshot failed");
-	if (SPI_processed != 1)
+	if (SqlExecute(&machine_select_stmt, values, NULL) != 1)
 	{
-		SPI_finish();
+		SqlCallEnd(&call);
 		return false;
 	}
 
@@ -627,8 +641,8 @@ machine_load(StateMachine *entry)
 								   ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(tmpcxt);
 
-	transitions = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	initial = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	transitions = DatumGetJsonbP(SqlResult(0, 1, &isnull));
+	initial = DatumGetArrayTypeP(SqlResult(0, 2, &isnull));
 	machine_parse(&build, entry->name, transitions);
 
 	/* everything the entry keeps goes into a context of its own */
@@ -657,7 +671,7 @@ machine_load(StateMachine *entry)
 
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(tmpcxt);
-	SPI_finish();
+	SqlCallEnd(&call);
 	return true;
 }
 
@@ -841,8 +855,8 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	ArrayType  *initial;
 	char	   *name;
 	MachineBuild build;
+	SqlCall		call;
 	Datum		values[3];
-	Oid			argtypes[3] = {TEXTOID, JSONBOID, TEXTARRAYOID};
 
 	IdempotencyCheckNargs(fcinfo, 3);
 	name_t = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
@@ -869,15 +883,10 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(transitions);
 	values[2] = PointerGetDatum(machine_initial_states(&build, initial));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SqlExecuteOnce("INSERT INTO idempotency.state_machines AS m (name, transitions, initial, updated_at)"
-				   " VALUES ($1, $2, $3, pg_catalog.now())"
-				   " ON CONFLICT ON CONSTRAINT state_machines_pkey DO UPDATE"
-				   " SET transitions = excluded.transitions, initial = excluded.initial,"
-				   " updated_at = excluded.updated_at",
-				   3, argtypes, values, SPI_OK_INSERT);
-	SPI_finish();
+	/* as the function's owner (SECURITY DEFINER) */
+	SqlCallBeginAsCaller(&call);
+	SqlExecute(&machine_upsert_stmt, values, NULL);
+	SqlCallEnd(&call);
 	PG_RETURN_VOID();
 }
 
@@ -940,8 +949,8 @@ idempotency_drop_state_machine(PG_FUNCTION_ARGS)
 	char	   *name;
 	char	   *trigger;
 	Oid			relid = InvalidOid;
+	SqlCall		call;
 	Datum		values[1];
-	Oid			argtypes[1] = {TEXTOID};
 	uint64		deleted;
 
 	IdempotencyCheckNargs(fcinfo, 1);
@@ -965,12 +974,10 @@ idempotency_drop_state_machine(PG_FUNCTION_ARGS)
 				 errhint("Drop the trigger first.")));
 
 	values[0] = PG_GETARG_DATUM(0);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	deleted = SqlExecuteOnce("DELETE FROM idempotency.state_machines AS m"
-							 " WHERE m.name OPERATOR(pg_catalog.=) $1",
-							 1, argtypes, values, SPI_OK_DELETE);
-	SPI_finish();
+	/* as the function's owner (SECURITY DEFINER) */
+	SqlCallBeginAsCaller(&call);
+	deleted = SqlExecute(&machine_delete_stmt, values, NULL);
+	SqlCallEnd(&call);
 	if (deleted == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -45,13 +45,29 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/rel.h"
 
+#include "sqlcall.h"
 #include "triggers.h"
+
+/*
+ * The triggers the current command created: PostgreSQL's catalog only, read
+ * as whoever runs the command, so that a CREATE TRIGGER on any table of the
+ * database does not depend on the state of the extension's objects.
+ */
+static SqlStatement new_triggers_stmt = {
+	.sql = "SELECT c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS c"
+	" WHERE c.classid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {OIDOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
 
 /*
  * trigger_ddl_new_triggers
@@ -60,28 +76,24 @@
 static List *
 trigger_ddl_new_triggers(void)
 {
-	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(TriggerRelationId)};
 	List	   *result = NIL;
-	MemoryContext cxt = CurrentMemoryContext;
+	SqlCall		call;
+	uint64		n;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS c"
-							  " WHERE c.classid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_with_args failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	SqlCallBeginAsCaller(&call);
+	n = SqlExecute(&new_triggers_stmt, values, NULL);
+	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
-		Datum		objid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+		Datum		objid = SqlResult(i, 1, &isnull);
+		MemoryContext oldcxt = MemoryContextSwitchTo(call.caller_cxt);
 
 		if (!isnull)
 			result = lappend_oid(result, DatumGetObjectId(objid));
 		MemoryContextSwitchTo(oldcxt);
 	}
-	SPI_finish();
+	SqlCallEnd(&call);
 	return result;
 }
 
