@@ -13,7 +13,10 @@
 #   replay:  the same call for a completed key
 #
 # and "by hand" the same two with a keys table of the application's own,
-# distributed by the key and co-located with its business table (hand_pay).
+# distributed by the key and co-located with its business table (hand_pay);
+# and the hand-written statements again, with the claim and the store each in
+# a PL/pgSQL function distributed with force_delegation (deleg_pay), to show
+# what handing a call to the key's worker costs by itself.
 # It also counts the two-phase commits each variant made: the coordinator
 # keeps a row in pg_dist_transaction per worker of each two-phase commit
 # (recovery is held off during the run), reported per request.
@@ -89,7 +92,7 @@ psql_citus 0 -v replay_keys="$replay_keys" -f "$top/bench/citus_bench.sql" >/dev
 
 scripts=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
 chmod 755 "$scripts"
-for fn in bench_pay hand_pay; do
+for fn in bench_pay hand_pay deleg_pay; do
 	printf '\\set id random(1, 1000000000000)\nSELECT %s(:client_id || %s || :id, 1);\n' "$fn" "'-'" >"$scripts/execute_$fn.sql"
 	printf '\\set id random(1, %d)\nSELECT %s(%s || :id, 1);\n' "$replay_keys" "$fn" "'r'" >"$scripts/replay_$fn.sql"
 done
@@ -118,7 +121,7 @@ echo "==> pgbench as role app through the coordinator: $clients clients, $second
 declare -A all requests twophase
 for round in $(seq "$rounds"); do
 	for p in $paths; do
-		for fn in bench_pay hand_pay; do
+		for fn in bench_pay hand_pay deleg_pay; do
 			read -r t n c <<<"$(run "${p}_$fn")"
 			all[${p}_$fn]="${all[${p}_$fn]:-} $t"
 			requests[${p}_$fn]=$(( ${requests[${p}_$fn]:-0} + n ))
@@ -130,7 +133,7 @@ rm -rf "$scripts"
 
 declare -A r
 for p in $paths; do
-	for fn in bench_pay hand_pay; do
+	for fn in bench_pay hand_pay deleg_pay; do
 		v=${p}_$fn
 		r[$v]=$(median ${all[$v]})
 		printf '   %-18s median %8.0f tps   (runs:%s)   %d two-phase commits in %d requests\n' \
@@ -147,6 +150,10 @@ rows=$(psql_citus 0 -Atc "SELECT count(*) FROM hand_charges WHERE key NOT LIKE '
 records=$(psql_citus 0 -Atc "SELECT count(*) FROM hand_keys WHERE key NOT LIKE 'r%'")
 echo "   by hand: $rows charges for $records executed keys"
 [ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
+rows=$(psql_citus 0 -Atc "SELECT count(*) FROM deleg_charges WHERE key NOT LIKE 'r%'")
+records=$(psql_citus 0 -Atc "SELECT count(*) FROM deleg_keys WHERE key NOT LIKE 'r%'")
+echo "   by hand, handed over: $rows charges for $records executed keys"
+[ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
 
 echo
 echo "==> ratios, extension / by hand (a 3-node cluster on one machine, as role app)"
@@ -154,4 +161,10 @@ for p in $paths; do
 	printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
 		"$(ratio "${r[${p}_bench_pay]}" "${r[${p}_hand_pay]}")" \
 		"$(awk -v c="${twophase[${p}_bench_pay]}" -v n="${requests[${p}_bench_pay]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
+done
+echo "==> what handing a call over costs by itself: by hand, handed over / by hand"
+for p in $paths; do
+	printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
+		"$(ratio "${r[${p}_deleg_pay]}" "${r[${p}_hand_pay]}")" \
+		"$(awk -v c="${twophase[${p}_deleg_pay]}" -v n="${requests[${p}_deleg_pay]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
 done

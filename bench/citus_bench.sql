@@ -1,6 +1,7 @@
 -- bench/citus_bench.sql: what bench/citus.sh sets up on the Citus
 -- coordinator (psql variable replay_keys): an application role, the
--- extension's request and the same request written by hand.
+-- extension's request and the same request written by hand, sent as
+-- statements and handed over to the key's worker.
 
 CREATE ROLE app LOGIN;
 SELECT idempotency.grant_usage('app');
@@ -57,11 +58,62 @@ BEGIN
 	RETURN result;
 END $$;
 
-GRANT EXECUTE ON FUNCTION bench_pay(text, int), hand_pay(text, int) TO app;
+-- by hand, handed over: the same statements as hand_pay's, in two PL/pgSQL
+-- functions distributed with force_delegation, co-located with their own
+-- tables: what handing a call to the key's worker costs by itself
+CREATE TABLE deleg_keys (key text PRIMARY KEY, status text NOT NULL, response jsonb,
+						 created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE deleg_charges (key text PRIMARY KEY, amount int NOT NULL);
+SELECT create_distributed_table('deleg_keys', 'key', colocate_with => 'none');
+SELECT create_distributed_table('deleg_charges', 'key', colocate_with => 'deleg_keys');
+GRANT SELECT, INSERT, UPDATE ON deleg_keys, deleg_charges TO app;
+
+CREATE FUNCTION deleg_claim(k text) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+	claimed text;
+BEGIN
+	INSERT INTO deleg_keys (key, status) VALUES (k, 'processing')
+		ON CONFLICT (key) DO NOTHING RETURNING key INTO claimed;
+	IF claimed IS NULL THEN
+		RETURN jsonb_build_object('claimed', false,
+								  'response', (SELECT d.response FROM deleg_keys AS d WHERE d.key = k));
+	END IF;
+	RETURN jsonb_build_object('claimed', true);
+END $$;
+CREATE FUNCTION deleg_store(k text, result jsonb) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+	UPDATE deleg_keys SET status = 'completed', response = result WHERE key = k;
+END $$;
+SELECT create_distributed_function('deleg_claim(text)', 'k', colocate_with => 'deleg_keys',
+								   force_delegation => true);
+SELECT create_distributed_function('deleg_store(text, jsonb)', 'k', colocate_with => 'deleg_keys',
+								   force_delegation => true);
+
+CREATE FUNCTION deleg_pay(k text, amount int) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+	claim jsonb;
+	result jsonb;
+BEGIN
+	claim := deleg_claim(k);
+	IF NOT (claim->>'claimed')::boolean THEN
+		RETURN claim->'response';
+	END IF;
+	INSERT INTO deleg_charges VALUES (k, amount);
+	result := jsonb_build_object('charged', amount);
+	PERFORM deleg_store(k, result);
+	RETURN result;
+END $$;
+
+GRANT EXECUTE ON FUNCTION bench_pay(text, int), hand_pay(text, int), deleg_pay(text, int),
+	deleg_claim(text), deleg_store(text, jsonb) TO app;
 
 -- completed keys for the replay paths: r1 .. r<replay_keys>
 SET ROLE app;
 SELECT count(bench_pay('r' || i, i)) FROM generate_series(1, :replay_keys) AS i;
 SELECT count(hand_pay('r' || i, i)) FROM generate_series(1, :replay_keys) AS i;
+SELECT count(deleg_pay('r' || i, i)) FROM generate_series(1, :replay_keys) AS i;
 RESET ROLE;
 VACUUM ANALYZE;
