@@ -98,6 +98,7 @@ sanitizecheck:
 # The C sources formatted as pgindent formats them (test/indent.sh).
 indentcheck:
 	bash test/indent.sh
+	bash test/frame_check.sh
 
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \

@@ -54,6 +54,8 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -106,55 +108,85 @@ static Oid	shard_cache_parent = InvalidOid;
  */
 typedef struct CitusDelegateDef
 {
-	const char *signature;		/* the delegate, as regprocedure input */
-	int			nargs;
-	const char *main;			/* the function it stands for */
+	const char *name;			/* the delegate, in the extension's schema */
+	const char *main;			/* the function it stands for, likewise */
+	SqlStatement call;			/* the call, made as the caller */
 } CitusDelegateDef;
 
-static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
+/*
+ * The delegate's arguments are the main function's, with the key (always
+ * the first) an idempotency.key where the main function takes text.
+ */
+#define CITUS_DELEGATE_CALL(text, n, ...) \
+	{.sql = (text), .nargs = (n), .argtypes = {SQL_KEYTYPE, __VA_ARGS__}, \
+	 .expected_rc = SPI_OK_SELECT}
+
+static CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_BEGIN] = {
-		"idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb,"
-		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)", 9,
-		"idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb,"
-		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)"
+		"citus_idempotent_begin", "idempotent_begin",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_begin($1, $2, $3, $4, $5,"
+							" $6, $7, $8, $9)", 9,
+							TEXTOID, JSONBOID, INTERVALOID, INTERVALOID, BOOLOID, BOOLOID,
+							INTERVALOID, BOOLOID)
 	},
 	[CITUS_DELEGATE_FINISH] = {
-		"idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text,"
-		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
-		" pg_catalog.jsonb)", 9,
-		"idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text,"
-		" pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval,"
-		" pg_catalog.jsonb)"
+		"citus_idempotent_finish", "idempotent_finish",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_finish($1, $2, $3, $4, $5,"
+							" $6, $7, $8, $9)", 9,
+							JSONBOID, TEXTOID, INT4OID, BOOLOID, INT4OID, BYTEAOID, INTERVALOID,
+							JSONBOID)
 	},
 	[CITUS_DELEGATE_ABANDON] = {
-		"idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)",
-		3,
-		"idempotency.idempotent_abandon(pg_catalog.text, pg_catalog.text, pg_catalog.int4)"
+		"citus_idempotent_abandon", "idempotent_abandon",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_abandon($1, $2, $3)", 3,
+							TEXTOID, INT4OID)
 	},
 	[CITUS_DELEGATE_LOOKUP] = {
-		"idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)", 3,
-		"idempotency.lookup(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)"
+		"citus_lookup", "lookup",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_lookup($1, $2, $3)", 3,
+							TEXTOID, JSONBOID)
 	},
 	[CITUS_DELEGATE_CHECKPOINT] = {
-		"idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text,"
-		" pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)", 5,
-		"idempotency.idempotent_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb,"
-		" pg_catalog.text, pg_catalog.int4)"
+		"citus_idempotent_checkpoint", "idempotent_checkpoint",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_checkpoint($1, $2, $3,"
+							" $4, $5)", 5,
+							TEXTOID, JSONBOID, TEXTOID, INT4OID)
 	},
 	[CITUS_DELEGATE_RENEW] = {
-		"idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval,"
-		" pg_catalog.text, pg_catalog.int4)", 4,
-		"idempotency.idempotent_renew(pg_catalog.text, pg_catalog.interval, pg_catalog.text,"
-		" pg_catalog.int4)"
+		"citus_idempotent_renew", "idempotent_renew",
+		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_renew($1, $2, $3, $4)", 4,
+							INTERVALOID, TEXTOID, INT4OID)
 	},
+};
+
+/*
+ * Whether Citus distributed a delegate with force_delegation, and by which
+ * argument (the key's or the scope's), as a member of this extension.
+ */
+static SqlStatement delegate_distarg_stmt = {
+	.sql = "SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
+	" JOIN pg_catalog.pg_depend AS d"
+	"   ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+	"  AND d.objid OPERATOR(pg_catalog.=) o.objid"
+	"  AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+	"  AND d.refobjid OPERATOR(pg_catalog.=) $2"
+	"  AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+	" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+	"   AND o.objid OPERATOR(pg_catalog.=) $1"
+	"   AND o.force_delegation"
+	"   AND o.distribution_argument_index IS NOT NULL",
+	.nargs = 2,
+	.argtypes = {OIDOID, OIDOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
 };
 
 /*
  * Per backend: whether this node hands calls over (the coordinator, with the
  * registry distributed and the delegates distributed with force_delegation),
- * and each delegate's kept plan; and whether the registry's shards are a
+ * and the functions the delegates stand for; and whether the registry's shards are a
  * version behind its SQL objects.  Reset by an invalidation of the registry
  * or of pg_dist_object (Citus sends one when it distributes a function).
  */
@@ -166,7 +198,6 @@ typedef struct CitusDelegateState
 	bool		active[CITUS_NUM_DELEGATES];
 	int			distarg[CITUS_NUM_DELEGATES];	/* the key's or the scope's
 												 * argument */
-	SPIPlanPtr	plans[CITUS_NUM_DELEGATES];
 	Oid			main_fns[CITUS_NUM_DELEGATES];	/* looked up on first use */
 } CitusDelegateState;
 
@@ -283,20 +314,6 @@ static SqlStatement run_on_workers_stmt = {
 	.natts = 2,
 	.catalog_only = true,
 };
-
-/*
- * citus_query
- *		Run a read-only query on Citus's catalog; SPI must be connected.
- *		Only citus_delegate_refresh still uses it; everything else runs its
- *		queries as the statements above.
- */
-static uint64
-citus_query(const char *sql, int nargs, Oid *argtypes, Datum *values)
-{
-	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\"", sql);
-	return SPI_processed;
-}
 
 /*
  * IdempotencyCitusPartMethod
@@ -883,6 +900,27 @@ idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
 }
 
 /*
+ * citus_delegate_function
+ *		The OID of a delegate (main = false) or of the function it stands
+ *		for, InvalidOid if there is none: the argument types are the
+ *		delegate's statement's, the key an idempotency.key in the delegate
+ *		and text in the main function.
+ */
+static Oid
+citus_delegate_function(CitusDelegate which, bool main)
+{
+	const CitusDelegateDef *def = &citus_delegate_defs[which];
+	Oid			argtypes[SQL_MAX_ARGS];
+
+	for (int i = 0; i < def->call.nargs; i++)
+		argtypes[i] = def->call.argtypes[i] != SQL_KEYTYPE ? def->call.argtypes[i] :
+			main ? TEXTOID : IdempotencyCatalogGet()->keytype;
+	return LookupFuncName(list_make2(makeString("idempotency"),
+									 makeString(pstrdup(main ? def->main : def->name))),
+						  def->call.nargs, argtypes, true);
+}
+
+/*
  * citus_delegate_refresh
  *		Decide again whether this backend hands calls over, and drop the kept
  *		plans.  It does on the Citus coordinator (group 0), with the 1.1 SQL
@@ -900,9 +938,6 @@ citus_delegate_refresh(void)
 	for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
 	{
 		citus_delegate.active[i] = false;
-		if (citus_delegate.plans[i] != NULL)
-			SPI_freeplan(citus_delegate.plans[i]);
-		citus_delegate.plans[i] = NULL;
 		citus_delegate.main_fns[i] = InvalidOid;
 	}
 	citus_delegate.shards_behind = false;
@@ -912,102 +947,38 @@ citus_delegate_refresh(void)
 		OidIsValid(citus_delegate.dist_object_relid) &&
 		IdempotencyCitusPartMethod(CITUS_REGISTRY) == 'h')
 	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
+		SqlCall		call;
+		bool		coordinator;
+
+		SqlCallBeginAsCaller(&call);
+		coordinator = citus_local_group() == 0;
+		for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
 		{
-			bool		coordinator = citus_local_group() == 0;
+			Datum		values[2];
+			bool		isnull;
 
-			for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
-			{
-				Oid			argtypes[2] = {TEXTOID, OIDOID};
-				Datum		values[2];
-				bool		isnull;
-
-				values[0] = CStringGetTextDatum(citus_delegate_defs[i].signature);
-				values[1] = ObjectIdGetDatum(catalog->extoid);
-
-				citus_delegate.active[i] =
-					citus_query("SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
-								" JOIN pg_catalog.pg_depend AS d"
-								"   ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
-								"  AND d.objid OPERATOR(pg_catalog.=) o.objid"
-								"  AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
-								"  AND d.refobjid OPERATOR(pg_catalog.=) $2"
-								"  AND d.deptype OPERATOR(pg_catalog.=) 'e'"
-								" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
-								"   AND o.objid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure($1)"
-								"   AND o.force_delegation"
-								"   AND o.distribution_argument_index IS NOT NULL",
-								2, argtypes, values) == 1;
-				if (citus_delegate.active[i])
-					citus_delegate.distarg[i] =
-						DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull));
-				if (citus_delegate.active[i] &&
-					(citus_delegate.distarg[i] < 0 ||
-					 citus_delegate.distarg[i] >= citus_delegate_defs[i].nargs))
-					citus_delegate.active[i] = false;
-			}
-
-			/*
-			 * citus_setup() of 1.1 gives the registry's shards the columns
-			 * the update added, then distributes the delegates: until it has,
-			 * the shards have 1.0's columns (the update's ALTER TABLE reached
-			 * only the distributed table itself).
-			 */
-			citus_delegate.shards_behind = !citus_delegate.active[CITUS_DELEGATE_BEGIN];
-			if (!coordinator)
-				memset(citus_delegate.active, 0, sizeof(citus_delegate.active));
+			values[0] = ObjectIdGetDatum(citus_delegate_function(i, false));
+			values[1] = ObjectIdGetDatum(catalog->extoid);
+			if (!OidIsValid(DatumGetObjectId(values[0])) ||
+				SqlExecute(&delegate_distarg_stmt, values, NULL) != 1)
+				continue;
+			citus_delegate.distarg[i] = DatumGetInt32(SqlResult(0, 1, &isnull));
+			citus_delegate.active[i] = citus_delegate.distarg[i] >= 0 &&
+				citus_delegate.distarg[i] < citus_delegate_defs[i].call.nargs;
 		}
-		SPI_finish();
+		SqlCallEnd(&call);
+
+		/*
+		 * citus_setup() of 1.1 gives the registry's shards the columns the
+		 * update added, then distributes the delegates: until it has, the
+		 * shards have 1.0's columns (the update's ALTER TABLE reached only
+		 * the distributed table itself).
+		 */
+		citus_delegate.shards_behind = !citus_delegate.active[CITUS_DELEGATE_BEGIN];
+		if (!coordinator)
+			memset(citus_delegate.active, 0, sizeof(citus_delegate.active));
 	}
 	citus_delegate.valid = true;
-}
-
-/*
- * citus_delegate_plan
- *		The kept plan of "SELECT * FROM <delegate>($1, ..., $n)", prepared on
- *		first use.  SPI must be connected.
- */
-static SPIPlanPtr
-citus_delegate_plan(CitusDelegate which)
-{
-	const CitusDelegateDef *def = &citus_delegate_defs[which];
-	StringInfoData sql;
-	Oid			fn;
-	HeapTuple	tuple;
-	Form_pg_proc proc;
-	SPIPlanPtr	plan;
-
-	if (citus_delegate.plans[which] != NULL)
-		return citus_delegate.plans[which];
-
-	fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
-											  CStringGetTextDatum(def->signature)));
-	if (!OidIsValid(fn))
-		elog(ERROR, "function %s does not exist", def->signature);
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for function %u", fn);
-	proc = (Form_pg_proc) GETSTRUCT(tuple);
-	Assert(proc->pronargs == def->nargs);
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT * FROM %s(",
-					 quote_qualified_identifier("idempotency", NameStr(proc->proname)));
-	for (int i = 0; i < def->nargs; i++)
-		appendStringInfo(&sql, "%s$%d", i == 0 ? "" : ", ", i + 1);
-	appendStringInfoChar(&sql, ')');
-
-	plan = SPI_prepare(sql.data, def->nargs, proc->proargtypes.values);
-	ReleaseSysCache(tuple);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql.data,
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "SPI_keepplan failed");
-	citus_delegate.plans[which] = plan;
-	return plan;
 }
 
 /*
@@ -1051,10 +1022,9 @@ citus_delegate_check_access(CitusDelegate which)
 	/* an update may have replaced the function since */
 	if (!OidIsValid(main_fn) || !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(main_fn)))
 	{
-		main_fn = DatumGetObjectId(DirectFunctionCall1(to_regprocedure,
-													   CStringGetTextDatum(def->main)));
+		main_fn = citus_delegate_function(which, true);
 		if (!OidIsValid(main_fn))
-			elog(ERROR, "function %s does not exist", def->main);
+			elog(ERROR, "function idempotency.%s does not exist", def->main);
 		citus_delegate.main_fns[which] = main_fn;
 	}
 	if (IdempotencyFunctionAclCheck(main_fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
@@ -1086,11 +1056,12 @@ citus_delegate_check_access(CitusDelegate which)
 bool
 IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *result)
 {
-	const CitusDelegateDef *def = &citus_delegate_defs[which];
+	CitusDelegateDef *def = &citus_delegate_defs[which];
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	Datum		values[SQL_MAX_ARGS];
 	char		nulls[SQL_MAX_ARGS];
-	volatile int rc = 0;
+	SqlCall		call;
+	volatile uint64 processed = 0;
 
 	if (citus_delegate_called(fcinfo))
 	{
@@ -1101,38 +1072,34 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 		return false;
 	if (!citus_delegate.valid)
 		citus_delegate_refresh();
-	if (!citus_delegate.active[which] || PG_NARGS() != def->nargs ||
+	if (!citus_delegate.active[which] || PG_NARGS() != def->call.nargs ||
 		PG_ARGISNULL(citus_delegate.distarg[which]))
 		return false;
 
-	for (int i = 0; i < def->nargs; i++)
+	for (int i = 0; i < def->call.nargs; i++)
 	{
 		values[i] = PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	SqlCallBeginAsCaller(&call);
 	citus_delegating = true;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(citus_delegate_plan(which), values, nulls, false, 0);
+		processed = SqlExecute(&def->call, values, nulls);
 	}
-	PG_CATCH();
+	PG_FINALLY();
 	{
 		citus_delegating = false;
-		SqlRethrowHidingQuery(caller_cxt);
 	}
 	PG_END_TRY();
-	citus_delegating = false;
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	if (processed != 1)
+		elog(ERROR, "delegated call returned " UINT64_FORMAT " rows", processed);
 
-	/* the answer, copied out of SPI's memory */
+	/* the answer, copied out of the frame's memory */
 	MemoryContextSwitchTo(caller_cxt);
 	{
 		TupleDesc	spidesc = SPI_tuptable->tupdesc;
-		HeapTuple	spituple = SPI_tuptable->vals[0];
 		TupleDesc	desc;
 
 		if (get_call_result_type(fcinfo, NULL, &desc) == TYPEFUNC_COMPOSITE)
@@ -1144,7 +1111,7 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 				elog(ERROR, "delegated call returned %d columns, expected %d",
 					 spidesc->natts, desc->natts);
 			for (int i = 0; i < desc->natts; i++)
-				outvalues[i] = SPI_getbinval(spituple, spidesc, i + 1, &outnulls[i]);
+				outvalues[i] = SqlResult(0, i + 1, &outnulls[i]);
 			desc = BlessTupleDesc(desc);
 			*result = HeapTupleGetDatum(heap_form_tuple(desc, outvalues, outnulls));
 		}
@@ -1152,13 +1119,13 @@ IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which, Datum *re
 		{
 			Form_pg_attribute att = TupleDescAttr(spidesc, 0);
 			bool		isnull;
-			Datum		value = SPI_getbinval(spituple, spidesc, 1, &isnull);
+			Datum		value = SqlResult(0, 1, &isnull);
 
 			fcinfo->isnull = isnull;
 			*result = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
 		}
 	}
-	SPI_finish();
+	SqlCallEnd(&call);
 	return true;
 }
 
