@@ -115,10 +115,10 @@ static const CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_BEGIN] = {
 		"idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb,"
 		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)", 9,
+		" pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)", 10,
 		"idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb,"
 		" pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool,"
-		" pg_catalog.interval, pg_catalog.bool)"
+		" pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)"
 	},
 	[CITUS_DELEGATE_FINISH] = {
 		"idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text,"
