@@ -52,7 +52,7 @@ dir="$cluster/bench"
 mkdir "$dir"
 key=":client_id || '-' || :id"
 printf '\\set id random(1, 1000000000000000)\nSELECT bench_ext(%s, 1);\n' "$key" >"$dir/hot.sql"
-begin="SELECT attempt FROM idempotency.idempotent_begin($key, request => '{\"amount\": 1}') \\gset"
+begin="SELECT attempt FROM idempotency.idempotent_begin($key, request => '{\"amount\": 1}', external => true) \\gset"
 finish="SELECT bench_finish($key, 1, :attempt);"
 cat >"$dir/steps_ext.sql" <<SQL
 \\set id random(1, 1000000000000000)

@@ -6,8 +6,8 @@
 --
 SET search_path = public;
 
-SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
-SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key)) FROM generate_series(1, 5) AS i;
+SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key, external => true)) FROM generate_series(1, 5) AS i;
+SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, external => true)) FROM generate_series(1, 5) AS i;
 UPDATE idempotency.registry SET expires_at = now() - (i || ' minutes')::interval,
        attempt = attempt - 120
   FROM generate_series(1, 5) AS i WHERE key = ('old-' || i)::idempotency.key;
@@ -23,7 +23,7 @@ SELECT count(*) AS live_left FROM idempotency.registry WHERE key::text LIKE 'liv
 -- until then even though it expired (abandoned here): once it is gone, the
 -- next claim of the key takes its attempt from the clock, which must be past
 -- every attempt the record had
-SELECT attempt AS fresh_attempt FROM idempotency.idempotent_begin('fresh') \gset
+SELECT attempt AS fresh_attempt FROM idempotency.idempotent_begin('fresh', external => true) \gset
 SELECT idempotency.idempotent_abandon('fresh', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'fresh' AND r.scope = ''));
 SELECT idempotency.cleanup();
 SELECT status FROM idempotency.registry WHERE key = 'fresh';

@@ -43,9 +43,9 @@ GRANT SELECT, INSERT ON ec_log TO regress_ec_nobody;
 -- Fixtures
 --
 -- a finished record, a live claim, a seen message, tokens
-SELECT outcome FROM idempotency.idempotent_begin('ec-done', request => '{"n": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('ec-done', request => '{"n": 1}', external => true);
 SELECT idempotency.idempotent_finish('ec-done', '{"done": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'ec-done' AND r.scope = ''));
-SELECT outcome FROM idempotency.idempotent_begin('ec-live', lease => '1 hour');
+SELECT outcome FROM idempotency.idempotent_begin('ec-live', lease => '1 hour', external => true);
 SELECT idempotency.inbox_receive('ec', 'seen');
 SELECT idempotency.outbox_send('ec', '{}', 'ec', message_id => 'ec-sent');
 CREATE TABLE ec_tokens (name text PRIMARY KEY, token idempotency.key);
@@ -103,7 +103,7 @@ ALTER TABLE ec_vcolumn DROP COLUMN version;
 
 -- rows and locks held by prepared transactions, for the timeout cases
 BEGIN;
-SELECT outcome FROM idempotency.idempotent_begin('ec-held');
+SELECT outcome FROM idempotency.idempotent_begin('ec-held', external => true);
 PREPARE TRANSACTION 'ec_claim';
 BEGIN;
 SELECT idempotency.inbox_receive('ec', 'held');
@@ -391,7 +391,7 @@ SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid LIKE 'ec\_%';
 -- nobody opened, and the next ROLLBACK was FATAL.  Now ROLLBACK finds no
 -- transaction, as after any other error in autocommit.
 --
-SELECT idempotency.idempotent_begin('ec-done', request => '{"n": 2}', wait => false);
+SELECT idempotency.idempotent_begin('ec-done', request => '{"n": 2}', wait => false, external => true);
 ROLLBACK;
 
 --
@@ -402,7 +402,7 @@ ROLLBACK;
 SET lock_timeout = '10ms';
 -- (a claim or token another transaction holds is a duplicate in progress: a
 -- lock_timeout ends the wait with in_progress, not with an error)
-SELECT outcome, status FROM idempotency.idempotent_begin('ec-held');
+SELECT outcome, status FROM idempotency.idempotent_begin('ec-held', external => true);
 SELECT (idempotency.idempotent_begin(token, 'ec', require_token => true)).outcome FROM ec_tokens WHERE name = 'held';
 SELECT idempotency.inbox_receive('ec', 'held');
 SELECT idempotency.inbox_receive_batch('ec', ARRAY['ec-new-1', 'held', 'ec-new-2']);

@@ -200,13 +200,13 @@ SET search_path = mallory, public, pg_catalog;
 CREATE ROLE regress_hostile_user;
 SELECT idempotency.grant_usage('regress_hostile_user');
 SET ROLE regress_hostile_user;
-SELECT outcome, attempt AS h1 FROM idempotency.idempotent_begin('h1', request => '{"a": 1}') \gset
-SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
-SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', wait => false);
+SELECT outcome, attempt AS h1 FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', external => true) \gset
+SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', wait => false, external => true);
 SELECT idempotency.idempotent_finish('h1', '{"ok": 1}', attempt => :h1);
-SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', external => true);
 SELECT idempotency.idempotent_finish('h1', '{}');
-SELECT outcome, attempt AS h2 FROM idempotency.idempotent_begin('h2') \gset
+SELECT outcome, attempt AS h2 FROM idempotency.idempotent_begin('h2', external => true) \gset
 SELECT idempotency.idempotent_abandon('h2', attempt => :h2);
 SELECT idempotency.idempotent_abandon('h2');
 SELECT key, status, expired FROM idempotency.my_records ORDER BY key;
@@ -215,14 +215,14 @@ RESET ROLE;
 UPDATE idempotency.registry SET lease_until = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute', status = 'processing'
  WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
-SELECT outcome, attempt > :h1 AS newer, attempt AS h1b FROM idempotency.idempotent_begin('h1', request => '{"a": 1}') \gset
+SELECT outcome, attempt > :h1 AS newer, attempt AS h1b FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', external => true) \gset
 \echo :outcome :newer
 SELECT idempotency.idempotent_finish('h1', '{"taken over": true}', attempt => :h1b);
 RESET ROLE;
 UPDATE idempotency.registry SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute'
  WHERE key OPERATOR(pg_catalog.=) 'h1';
 SET ROLE regress_hostile_user;
-SELECT outcome, attempt > :h1b AS newer FROM idempotency.idempotent_begin('h1', request => '{"a": 1}');
+SELECT outcome, attempt > :h1b AS newer FROM idempotency.idempotent_begin('h1', request => '{"a": 1}', external => true);
 -- the inbox, tokens and key locks
 SELECT idempotency.inbox_receive('billing', 'm1'), idempotency.inbox_receive('billing', 'm1');
 SELECT * FROM idempotency.inbox_receive_batch('billing', ARRAY['m1', 'm2', 'm3', 'm2']);
@@ -271,7 +271,7 @@ SELECT idempotency.cleanup();
 -- a temporary schema's look-alikes are not used either
 SET search_path = pg_temp, mallory, public, pg_catalog;
 SET ROLE regress_hostile_user;
-SELECT outcome FROM idempotency.idempotent_begin('h3');
+SELECT outcome FROM idempotency.idempotent_begin('h3', external => true);
 RESET ROLE;
 SELECT count(*) AS temp_rows FROM pg_temp.registry;
 
@@ -322,7 +322,7 @@ RESET ROLE;
 RESET client_min_messages;
 ALTER SCHEMA idempotency_real RENAME TO idempotency;
 SET ROLE regress_hostile_user;
-SELECT outcome FROM idempotency.idempotent_begin('h10');
+SELECT outcome FROM idempotency.idempotent_begin('h10', external => true);
 RESET ROLE;
 SELECT idempotency.transition_allowed('hostile_machine2', 'new', 'done');
 SELECT * FROM planted_calls;

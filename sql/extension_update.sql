@@ -33,11 +33,29 @@ ALTER EXTENSION idempotency UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
 CREATE FUNCTION regress_own.claim(k text) RETURNS text LANGUAGE sql
 BEGIN ATOMIC
-	SELECT outcome FROM idempotency.idempotent_begin(k);
+	SELECT outcome FROM idempotency.idempotent_begin(k, external => true);
 END;
 SELECT regress_own.claim('regress-dep-1');
 DROP FUNCTION regress_own.claim(text);
 DROP SCHEMA regress_own;
+
+\c :origdb
+DROP DATABASE regress_update;
+CREATE DATABASE regress_update;
+\c regress_update
+SET search_path = public;
+CREATE EXTENSION idempotency VERSION '1.0';
+
+-- Served with the 1.0 objects, a claim commits on its own, as in 1.0; after
+-- the update, one taken without external => true must be finished in its
+-- transaction
+SELECT outcome FROM idempotency.idempotent_begin('regress-v10');
+SELECT key, status FROM idempotency.registry WHERE key = 'regress-v10';
+ALTER EXTENSION idempotency UPDATE;
+SELECT outcome FROM idempotency.idempotent_begin('regress-v11');
+SELECT count(*) FROM idempotency.registry WHERE key = 'regress-v11';
+SELECT outcome FROM idempotency.idempotent_begin('regress-v11', external => true);
+SELECT key, status FROM idempotency.registry WHERE key LIKE 'regress-v1_' ORDER BY key;
 
 \c :origdb
 DROP DATABASE regress_update;
@@ -70,10 +88,10 @@ SELECT r.role, p.proname AS delegate,
 -- for, whatever was granted on the delegate itself
 GRANT EXECUTE ON FUNCTION idempotency.citus_lookup(idempotency.key, text, jsonb) TO regress_clerk;
 SET ROLE regress_clerk;
-SELECT outcome FROM idempotency.idempotent_begin('regress-k', 's');
+SELECT outcome FROM idempotency.idempotent_begin('regress-k', 's', external => true);
 SELECT found FROM idempotency.citus_lookup('regress-k', 's', NULL);
 SELECT idempotency.citus_idempotent_abandon('regress-k', 's', NULL);
-SELECT outcome FROM idempotency.citus_idempotent_begin('regress-k2', 's', NULL, '1 day', NULL, true, false, NULL, false);
+SELECT outcome FROM idempotency.citus_idempotent_begin('regress-k2', 's', NULL, '1 day', NULL, true, false, NULL, false, true);
 RESET ROLE;
 
 \c :origdb

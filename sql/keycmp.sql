@@ -277,7 +277,7 @@ RESET plan_cache_mode;
 CREATE ROLE regress_ko_user;
 SELECT idempotency.grant_usage('regress_ko_user');
 SET ROLE regress_ko_user;
-SELECT outcome FROM idempotency.idempotent_begin('ko-1');
+SELECT outcome FROM idempotency.idempotent_begin('ko-1', external => true);
 SELECT idempotency.idempotent_finish('ko-1', '{"ok": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'ko-1' AND r.scope = ''));
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;

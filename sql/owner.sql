@@ -38,7 +38,7 @@ SELECT count(*) AS charges FROM rotated_charges;
 
 -- a claim taken by one lease is finished by the next with its attempt
 SET ROLE "regress_v-app-lease1";
-SELECT attempt AS rot2 FROM idempotency.idempotent_begin('rot-2') \gset
+SELECT attempt AS rot2 FROM idempotency.idempotent_begin('rot-2', external => true) \gset
 RESET ROLE;
 SET ROLE "regress_v-app-lease2";
 SELECT idempotency.idempotent_finish('rot-2', '"finished by the next lease"', attempt => :rot2);
@@ -52,7 +52,7 @@ CREATE ROLE regress_own_app IN ROLE regress_api;
 SELECT idempotency.grant_usage('regress_own_app');
 SET ROLE regress_own_app;
 SELECT idempotency.owner_name();
-SELECT outcome FROM idempotency.idempotent_begin('rot-1', 'acct_1', '{"a": 1}');
+SELECT outcome FROM idempotency.idempotent_begin('rot-1', 'acct_1', '{"a": 1}', external => true);
 RESET ROLE;
 
 -- a role under two application roles: which one owns its records would be

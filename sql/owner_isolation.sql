@@ -23,9 +23,9 @@ RESET ROLE;
 
 -- alice claims and finishes a key
 SET ROLE regress_alice;
-SELECT outcome FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
+SELECT outcome FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}', external => true);
 SELECT idempotency.idempotent_finish('shared-key', '{"secret": "alice''s card"}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
-SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}');
+SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "alice"}', external => true);
 SELECT key, status, response FROM idempotency.my_records;
 -- no direct access to the table
 SELECT * FROM idempotency.registry;
@@ -38,12 +38,12 @@ RESET ROLE;
 -- bob uses the same key: a record of his own, nothing of alice's
 SET ROLE regress_bob;
 SELECT key, status FROM idempotency.my_records;
-SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "bob"}');
+SELECT outcome, response FROM idempotency.idempotent_begin('shared-key', request => '{"from": "bob"}', external => true);
 SELECT idempotency.idempotent_finish('shared-key', '{"bob": true}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'shared-key' AND r.scope = ''));
 -- bob cannot finish or abandon alice's claim: for him it does not exist
 RESET ROLE;
 SET ROLE regress_alice;
-SELECT outcome FROM idempotency.idempotent_begin('alice-open');
+SELECT outcome FROM idempotency.idempotent_begin('alice-open', external => true);
 RESET ROLE;
 SET ROLE regress_bob;
 SELECT idempotency.idempotent_finish('alice-open', '{"stolen": true}');
@@ -61,7 +61,7 @@ SELECT owner, key, status, response FROM idempotency.registry ORDER BY owner, ke
 -- a SECURITY DEFINER wrapper's records belong to its owner, not the caller
 CREATE FUNCTION alice_pays(k idempotency.key) RETURNS text
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog
-AS $$ SELECT outcome FROM idempotency.idempotent_begin(k) $$;
+AS $$ SELECT outcome FROM idempotency.idempotent_begin(k, external => true) $$;
 ALTER FUNCTION alice_pays(idempotency.key) OWNER TO regress_alice;
 GRANT EXECUTE ON FUNCTION alice_pays(idempotency.key) TO regress_mallory;
 SET ROLE regress_mallory;

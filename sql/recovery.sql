@@ -25,7 +25,7 @@ $$;
 
 -- A claim records its steps in its own transaction: the attempt is implied
 BEGIN;
-SELECT outcome, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}');
+SELECT outcome, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}', external => true);
 SELECT idempotency.idempotent_checkpoint('rp-1', 'customer_created', '{"customer": "c_1"}');
 SELECT recovery_point, recovery_state FROM idempotency.my_records WHERE key = 'rp-1';
 COMMIT;
@@ -59,7 +59,7 @@ DROP TABLE hot_before;
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'rp-1';
 CREATE TEMP TABLE old_attempt AS SELECT attempt_of('rp-1') AS a;
 SELECT outcome, previous_end, recovery_point, recovery_state
-  FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}');
+  FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}', external => true);
 -- the stale worker's recovery point is refused, as its finish would be
 SELECT rp_error(format($$SELECT idempotency.idempotent_checkpoint('rp-1', 'receipt_sent', attempt => %s)$$, (SELECT a FROM old_attempt)));
 SELECT rp_error(format($$SELECT idempotency.idempotent_renew('rp-1', '1 minute', attempt => %s)$$, (SELECT a FROM old_attempt)));
@@ -67,19 +67,19 @@ SELECT rp_error(format($$SELECT idempotency.idempotent_renew('rp-1', '1 minute',
 SELECT idempotency.idempotent_checkpoint('rp-1', 'receipt_sent', attempt => attempt_of('rp-1'));
 SELECT idempotency.idempotent_finish('rp-1', '{"ok": true}', attempt => attempt_of('rp-1'));
 -- a finished record keeps its last step; a replay shows it
-SELECT outcome, status, recovery_point FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}');
+SELECT outcome, status, recovery_point FROM idempotency.idempotent_begin('rp-1', request => '{"amount": 10}', external => true);
 -- a new claim of the record, once it expired, starts with none
 UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'rp-1';
-SELECT outcome, previous_end, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1');
+SELECT outcome, previous_end, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1', external => true);
 -- and after an abandon
 SELECT idempotency.idempotent_checkpoint('rp-1', 'one', attempt => attempt_of('rp-1'));
 SELECT idempotency.idempotent_abandon('rp-1', attempt => attempt_of('rp-1'));
-SELECT outcome, previous_end, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1');
+SELECT outcome, previous_end, recovery_point, recovery_state FROM idempotency.idempotent_begin('rp-1', external => true);
 SELECT recovery_point, recovery_state FROM idempotency.my_records WHERE key = 'rp-1';
 
 -- Lease renewal: returns the new lease, no later than the record's expiry
 BEGIN;
-SELECT outcome FROM idempotency.idempotent_begin('rn-1', ttl => '1 hour', lease => '10 seconds');
+SELECT outcome FROM idempotency.idempotent_begin('rn-1', ttl => '1 hour', lease => '10 seconds', external => true);
 SELECT idempotency.idempotent_renew('rn-1', '5 minutes') AS renewed_to \gset
 SELECT lease_until = :'renewed_to' AS renewed, lease_until > now() + interval '4 minutes' AS longer
   FROM idempotency.my_records WHERE key = 'rn-1';
@@ -87,14 +87,14 @@ COMMIT;
 SELECT idempotency.idempotent_renew('rn-1', '2 hours', attempt => attempt_of('rn-1')) = expires_at AS clamped
   FROM idempotency.my_records WHERE key = 'rn-1';
 -- a renewed lease is not taken over
-SELECT outcome FROM idempotency.idempotent_begin('rn-1', wait => false);
+SELECT outcome FROM idempotency.idempotent_begin('rn-1', wait => false, external => true);
 -- a lease that ran out but was not taken over may still be renewed
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'rn-1';
 SELECT idempotency.idempotent_renew('rn-1', '1 minute', attempt => attempt_of('rn-1')) > now() AS renewed;
-SELECT outcome FROM idempotency.idempotent_begin('rn-1', wait => false);
+SELECT outcome FROM idempotency.idempotent_begin('rn-1', wait => false, external => true);
 
 -- The completer's batch: stalled claims, each taken over once
-SELECT b.outcome FROM generate_series(1, 3) AS i, LATERAL idempotency.idempotent_begin('st-' || i, 'completer') AS b;
+SELECT b.outcome FROM generate_series(1, 3) AS i, LATERAL idempotency.idempotent_begin('st-' || i, 'completer', external => true) AS b;
 SELECT idempotency.idempotent_checkpoint('st-2', 'half', '{"n": 1}', 'completer', attempt_of('st-2', 'completer'));
 SELECT key, recovery_point FROM idempotency.my_stalled_claims WHERE scope = 'completer' ORDER BY key;
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE scope = 'completer' AND key <> 'st-3';
@@ -119,7 +119,7 @@ SELECT count(*) FROM idempotency.claim_stalled('completer');
 SELECT count(*) FROM idempotency.claim_stalled();
 DROP TABLE batch, batch2, takeovers_before;
 -- an expired claim is not stalled: the next begin claims it afresh
-SELECT outcome FROM idempotency.idempotent_begin('st-4', 'completer');
+SELECT outcome FROM idempotency.idempotent_begin('st-4', 'completer', external => true);
 UPDATE idempotency.registry SET lease_until = now() - interval '2 seconds', expires_at = now() - interval '1 second' WHERE key = 'st-4';
 SELECT count(*) AS stalled FROM idempotency.my_stalled_claims WHERE scope = 'completer';
 SELECT count(*) FROM idempotency.claim_stalled('completer');
@@ -127,15 +127,15 @@ SELECT count(*) FROM idempotency.claim_stalled('completer');
 --
 -- Error paths
 --
-SELECT outcome FROM idempotency.idempotent_begin('e-done');
+SELECT outcome FROM idempotency.idempotent_begin('e-done', external => true);
 SELECT idempotency.idempotent_finish('e-done', '{}', attempt => attempt_of('e-done'));
-SELECT outcome FROM idempotency.idempotent_begin('e-open');
-SELECT outcome FROM idempotency.idempotent_begin('e-gone');
+SELECT outcome FROM idempotency.idempotent_begin('e-open', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('e-gone', external => true);
 SELECT idempotency.idempotent_abandon('e-gone', attempt => attempt_of('e-gone'));
-SELECT outcome FROM idempotency.idempotent_begin('e-over');
+SELECT outcome FROM idempotency.idempotent_begin('e-over', external => true);
 CREATE TEMP TABLE over_attempt AS SELECT attempt_of('e-over') AS a;
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'e-over';
-SELECT outcome FROM idempotency.idempotent_begin('e-over');
+SELECT outcome FROM idempotency.idempotent_begin('e-over', external => true);
 \set stale 'SELECT a FROM over_attempt'
 
 -- in autocommit
@@ -216,7 +216,7 @@ ROLLBACK;
 
 -- under a savepoint: the transaction goes on, nothing changed
 BEGIN;
-SELECT outcome FROM idempotency.idempotent_begin('e-sp');
+SELECT outcome FROM idempotency.idempotent_begin('e-sp', external => true);
 SAVEPOINT a;
 SELECT idempotency.idempotent_checkpoint('e-sp', '');
 ROLLBACK TO SAVEPOINT a;
@@ -283,7 +283,7 @@ SELECT idempotency.grant_usage('regress_rp_app');
 SELECT idempotency.grant_usage('regress_rp_other');
 GRANT EXECUTE ON FUNCTION attempt_of(text, text) TO regress_rp_app, regress_rp_other;
 SET ROLE regress_rp_app;
-SELECT outcome FROM idempotency.idempotent_begin('e-role');
+SELECT outcome FROM idempotency.idempotent_begin('e-role', external => true);
 RESET ROLE;
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'e-role';
 SET ROLE regress_rp_other;

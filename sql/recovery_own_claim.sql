@@ -28,7 +28,7 @@ SELECT status, recovery_point, response FROM idempotency.my_records WHERE key = 
 
 -- 2. a completer that takes two batches in one transaction, with a lease
 --    that runs out between them
-SELECT outcome FROM idempotency.idempotent_begin('own-2', 'own');
+SELECT outcome FROM idempotency.idempotent_begin('own-2', 'own', external => true);
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second'
  WHERE key = 'own-2' AND scope = 'own';
 BEGIN;

@@ -24,7 +24,7 @@ EXCEPTION WHEN OTHERS THEN
 						  '[0-9]{6,}', 'N', 'g');
 END $$;
 
-SELECT attempt AS a1 FROM idempotency.idempotent_begin('an-1') \gset
+SELECT attempt AS a1 FROM idempotency.idempotent_begin('an-1', external => true) \gset
 
 -- not positive
 SELECT attempt_error($$SELECT idempotency.idempotent_finish('an-1', '{}', attempt => 0)$$);

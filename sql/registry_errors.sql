@@ -34,9 +34,9 @@ SELECT idempotency.idempotent_begin('k', scope => NULL);
 SELECT idempotency.idempotent_begin('k', ttl => NULL);
 -- a NULL lease is the default: the shorter of 5 minutes and ttl
 SELECT outcome, lease_until = expires_at AS lease_is_ttl
-  FROM idempotency.idempotent_begin('k-short', ttl => '30 seconds', lease => NULL);
+  FROM idempotency.idempotent_begin('k-short', ttl => '30 seconds', lease => NULL, external => true);
 SELECT outcome, lease_until BETWEEN now() + interval '299 seconds' AND now() + interval '301 seconds' AS lease_5min
-  FROM idempotency.idempotent_begin('k-long', ttl => '1 hour');
+  FROM idempotency.idempotent_begin('k-long', ttl => '1 hour', external => true);
 SELECT idempotency.idempotent_begin('k', wait => NULL);
 SELECT idempotency.idempotent_finish(NULL, '{}');
 SELECT idempotency.idempotent_finish('k', '{}', scope => NULL);
@@ -56,13 +56,13 @@ SELECT idempotency.idempotent_begin('k', ttl => '1 month -40 days');
 SELECT idempotency.idempotent_begin('k', lease => '0');
 SELECT idempotency.idempotent_begin('k', lease => '-5 minutes');
 SELECT outcome, lease_until = expires_at AS lease_is_ttl
-  FROM idempotency.idempotent_begin('k-clamped', ttl => '1 minute', lease => '2 minutes');
+  FROM idempotency.idempotent_begin('k-clamped', ttl => '1 minute', lease => '2 minutes', external => true);
 SELECT idempotency.idempotent_begin('k', ttl => '1000000 years');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_begin('k', ttl => '0')$$);
 
 -- scope length
 SELECT idempotency.idempotent_begin('k', scope => repeat('s', 256));
-SELECT outcome FROM idempotency.idempotent_begin('k-scope-max', scope => repeat('s', 255));
+SELECT outcome FROM idempotency.idempotent_begin('k-scope-max', scope => repeat('s', 255), external => true);
 
 -- finish and abandon without a claim (IK002)
 SELECT idempotency.idempotent_finish('never-claimed', '{}');
@@ -70,7 +70,7 @@ SELECT idempotency.idempotent_abandon('never-claimed');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('never-claimed', '{}')$$);
 
 -- finish twice, abandon after finish (IK003)
-SELECT outcome FROM idempotency.idempotent_begin('k-done');
+SELECT outcome FROM idempotency.idempotent_begin('k-done', external => true);
 SELECT idempotency.idempotent_finish('k-done', '"first"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
 SELECT idempotency.idempotent_finish('k-done', '"second"', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
 SELECT idempotency.idempotent_abandon('k-done', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-done' AND r.scope = ''));
@@ -78,7 +78,7 @@ SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-done', '{}')$$);
 SELECT response FROM idempotency.my_records WHERE key = 'k-done';
 
 -- a stale attempt (IK004)
-SELECT outcome, attempt AS stale FROM idempotency.idempotent_begin('k-stale') \gset
+SELECT outcome, attempt AS stale FROM idempotency.idempotent_begin('k-stale', external => true) \gset
 SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => $$ || :stale + 1 || ')');
 SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-stale', attempt => $$ || :stale - 1 || ')');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => 7)$$);
@@ -100,7 +100,7 @@ DROP ROLE regress_limit_user;
 SET idempotency.no_such_setting = 1;
 
 -- a huge request is only fingerprinted, never stored
-SELECT outcome FROM idempotency.idempotent_begin('k-huge-request', request => jsonb_build_object('blob', repeat('y', 5000000)));
+SELECT outcome FROM idempotency.idempotent_begin('k-huge-request', request => jsonb_build_object('blob', repeat('y', 5000000)), external => true);
 SELECT fingerprint IS NOT NULL AS fingerprinted, octet_length(fingerprint) AS bytes
   FROM idempotency.registry WHERE key = 'k-huge-request';
 
@@ -109,9 +109,9 @@ SELECT fingerprint IS NOT NULL AS fingerprinted, octet_length(fingerprint) AS by
 -- PL/pgSQL EXCEPTION block whose other work commits; lookup() still reads
 -- the record.
 CREATE TABLE after_refusal (what text);
-SELECT outcome FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}');
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}', external => true);
 SELECT idempotency.idempotent_finish('k-noreq', '{"refunded": 5}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k-noreq' AND r.scope = ''));
-SELECT outcome FROM idempotency.idempotent_begin('k-noreq');
+SELECT outcome FROM idempotency.idempotent_begin('k-noreq', external => true);
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('k-noreq', defer_claim => true);
 ROLLBACK;
@@ -132,12 +132,12 @@ BEGIN
 END $$;
 SELECT what FROM after_refusal ORDER BY what;
 SELECT found, status, response, request_matches FROM idempotency.lookup('k-noreq');
-SELECT outcome, response FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}');
+SELECT outcome, response FROM idempotency.idempotent_begin('k-noreq', request => '{"refund": 5}', external => true);
 
 -- A finish repeated with the current attempt and the same answer (its
 -- first acknowledgement lost) returns the stored status; a different
 -- answer, or no attempt, is still IK003.  In every transaction context.
-SELECT attempt AS rf FROM idempotency.idempotent_begin('k-refinish') \gset
+SELECT attempt AS rf FROM idempotency.idempotent_begin('k-refinish', external => true) \gset
 SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1.0}', attempt => :rf, status_code => 201, body => 'b');
 SELECT idempotency.idempotent_finish('k-refinish', '{"ok": 1}', attempt => :rf, status_code => 201, body => 'b');
 BEGIN;
@@ -176,7 +176,7 @@ END $$;
 SELECT what FROM after_refusal WHERE what LIKE 'refinish%' ORDER BY what;
 SELECT status, response, status_code, body FROM idempotency.my_records WHERE key = 'k-refinish';
 -- a failure repeated the same way is accepted too
-SELECT attempt AS rf2 FROM idempotency.idempotent_begin('k-refail') \gset
+SELECT attempt AS rf2 FROM idempotency.idempotent_begin('k-refail', external => true) \gset
 SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
 SELECT idempotency.idempotent_finish('k-refail', NULL, attempt => :rf2, failed => true);
 DROP TABLE after_refusal;
@@ -186,7 +186,7 @@ DROP TABLE after_refusal;
 -- (IK006), in every transaction context, and a stale worker can no longer
 -- overwrite the new owner's answer by leaving the attempt out.
 CREATE TABLE after_ik006 (what text);
-SELECT attempt AS f1 FROM idempotency.idempotent_begin('k-fence', lease => '1 minute') \gset
+SELECT attempt AS f1 FROM idempotency.idempotent_begin('k-fence', lease => '1 minute', external => true) \gset
 SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
 SELECT idempotency.idempotent_abandon('k-fence');
 BEGIN;
@@ -211,7 +211,7 @@ SELECT what FROM after_ik006 ORDER BY what;
 -- the lease runs out, another worker takes the claim over: the old worker's
 -- finish without an attempt is refused, and the new owner's answer stands
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'k-fence';
-SELECT outcome, attempt > :f1 AS newer, attempt AS f2 FROM idempotency.idempotent_begin('k-fence') \gset
+SELECT outcome, attempt > :f1 AS newer, attempt AS f2 FROM idempotency.idempotent_begin('k-fence', external => true) \gset
 \echo :outcome :newer
 SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}');
 SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-fence', '{"by": "old worker"}', attempt => $$ || :f1 || ')');

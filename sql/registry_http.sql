@@ -7,30 +7,30 @@ SET search_path = public;
 
 -- byte-exact replay: the body comes back byte for byte, whatever it holds
 -- (JSON whose key order jsonb would change, bytes that are not text at all)
-SELECT outcome FROM idempotency.idempotent_begin('h-bytes');
+SELECT outcome FROM idempotency.idempotent_begin('h-bytes', external => true);
 SELECT idempotency.idempotent_finish('h-bytes', NULL, status_code => 201,
 		body => convert_to('{"z": 1, "a": 2, "a": 3}', 'UTF8') || '\x00ff0d0a'::bytea,
 		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-bytes' AND r.scope = ''));
 SELECT outcome, status, response, status_code, body,
        body = convert_to('{"z": 1, "a": 2, "a": 3}', 'UTF8') || '\x00ff0d0a'::bytea AS same_bytes
-  FROM idempotency.idempotent_begin('h-bytes');
+  FROM idempotency.idempotent_begin('h-bytes', external => true);
 
 -- response, status code and body together; a failure with its status code
-SELECT outcome FROM idempotency.idempotent_begin('h-all');
+SELECT outcome FROM idempotency.idempotent_begin('h-all', external => true);
 SELECT idempotency.idempotent_finish('h-all', '{"id": 1}', status_code => 200, body => '\x7b7d', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-all' AND r.scope = ''));
-SELECT outcome, response, status_code, body FROM idempotency.idempotent_begin('h-all');
-SELECT outcome FROM idempotency.idempotent_begin('h-declined');
+SELECT outcome, response, status_code, body FROM idempotency.idempotent_begin('h-all', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('h-declined', external => true);
 SELECT idempotency.idempotent_finish('h-declined', '{"error": "card_declined"}', failed => true, status_code => 402, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-declined' AND r.scope = ''));
-SELECT outcome, status, response, status_code FROM idempotency.idempotent_begin('h-declined');
+SELECT outcome, status, response, status_code FROM idempotency.idempotent_begin('h-declined', external => true);
 
 -- no JSON response at all (a 204): allowed, replays as NULL
-SELECT outcome FROM idempotency.idempotent_begin('h-204');
+SELECT outcome FROM idempotency.idempotent_begin('h-204', external => true);
 SELECT idempotency.idempotent_finish('h-204', NULL, status_code => 204, attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-204' AND r.scope = ''));
 SELECT outcome, response IS NULL AS no_response, status_code, body IS NULL AS no_body
-  FROM idempotency.idempotent_begin('h-204');
+  FROM idempotency.idempotent_begin('h-204', external => true);
 
 -- a status code must be an HTTP status code; the claim stays
-SELECT outcome FROM idempotency.idempotent_begin('h-bad');
+SELECT outcome FROM idempotency.idempotent_begin('h-bad', external => true);
 SELECT idempotency.idempotent_finish('h-bad', NULL, status_code => 99);
 SELECT idempotency.idempotent_finish('h-bad', NULL, status_code => 600);
 SELECT status FROM idempotency.my_records WHERE key = 'h-bad';
@@ -43,33 +43,33 @@ SELECT status FROM idempotency.my_records WHERE key = 'h-bad';
 
 -- expiry counted from completion: finish(ttl => ...) sets the record to
 -- expire that long after the finish
-SELECT outcome FROM idempotency.idempotent_begin('h-ttl', ttl => '1 hour');
+SELECT outcome FROM idempotency.idempotent_begin('h-ttl', ttl => '1 hour', external => true);
 SELECT idempotency.idempotent_finish('h-ttl', '{}', ttl => '7 days', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-ttl' AND r.scope = ''));
 SELECT expires_at BETWEEN now() + interval '7 days' - interval '1 minute'
                       AND now() + interval '7 days' + interval '1 minute' AS seven_days
   FROM idempotency.my_records WHERE key = 'h-ttl';
-SELECT outcome FROM idempotency.idempotent_begin('h-ttl2');
+SELECT outcome FROM idempotency.idempotent_begin('h-ttl2', external => true);
 SELECT idempotency.idempotent_finish('h-ttl2', '{}', ttl => '0');
 SELECT idempotency.idempotent_finish('h-ttl2', '{}', ttl => '-1 day');
 SELECT status FROM idempotency.my_records WHERE key = 'h-ttl2';
 
 -- lookup: read without claiming
 SELECT * FROM idempotency.lookup('h-none');
-SELECT outcome FROM idempotency.idempotent_begin('h-none');
+SELECT outcome FROM idempotency.idempotent_begin('h-none', external => true);
 SELECT found, status, response, status_code, body, attempt IS NOT NULL AS has_attempt,
        expires_at > now() AS live, lease_until > now() AS leased, request_matches
   FROM idempotency.lookup('h-all');
 SELECT found, status, lease_until > now() AS leased
   FROM idempotency.lookup('h-bad');
 -- whether a request matches the stored fingerprint (NULL: nothing to compare)
-SELECT outcome FROM idempotency.idempotent_begin('h-req', request => '{"amount": 10}');
+SELECT outcome FROM idempotency.idempotent_begin('h-req', request => '{"amount": 10}', external => true);
 SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 10.0}');
 SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 11}');
 SELECT request_matches FROM idempotency.lookup('h-req');
 SELECT request_matches FROM idempotency.lookup('h-all', request => '{}');
 -- lookup claims nothing: after it, begin still executes
 SELECT found FROM idempotency.lookup('h-fresh');
-SELECT outcome FROM idempotency.idempotent_begin('h-fresh');
+SELECT outcome FROM idempotency.idempotent_begin('h-fresh', external => true);
 -- abandoned and expired records are not found
 SELECT idempotency.idempotent_abandon('h-fresh', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-fresh' AND r.scope = ''));
 SELECT found FROM idempotency.lookup('h-fresh');
@@ -83,10 +83,10 @@ SELECT * FROM idempotency.lookup(' bad');
 
 -- keys as text: a text or varchar value needs no cast, and key values pass
 -- through their cast to text; the key's rules still apply
-SELECT outcome FROM idempotency.idempotent_begin('h-text'::text);
-SELECT outcome FROM idempotency.idempotent_begin('h-text'::varchar);
-SELECT outcome FROM idempotency.idempotent_begin('h-text'::idempotency.key);
-SELECT outcome FROM idempotency.idempotent_begin(idempotency.make_key('order', '42', 'pay'));
+SELECT outcome FROM idempotency.idempotent_begin('h-text'::text, external => true);
+SELECT outcome FROM idempotency.idempotent_begin('h-text'::varchar, external => true);
+SELECT outcome FROM idempotency.idempotent_begin('h-text'::idempotency.key, external => true);
+SELECT outcome FROM idempotency.idempotent_begin(idempotency.make_key('order', '42', 'pay'), external => true);
 DO $$
 DECLARE
 	k text := 'h-plpgsql';
@@ -106,21 +106,21 @@ COMMIT;
 SELECT idempotency.lock(E'\x01'::text);
 
 -- bounded waits without a concurrent holder answer at once; bad max_wait
-SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '50 ms');
-SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '0');
+SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '50 ms', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '0', external => true);
 SELECT outcome FROM idempotency.idempotent_begin('h-wait', max_wait => '-1 s');
 
 -- a short ttl gets a lease no longer than itself
 SELECT outcome, lease_until = expires_at AS lease_is_ttl
-  FROM idempotency.idempotent_begin('h-short', ttl => '30 seconds');
+  FROM idempotency.idempotent_begin('h-short', ttl => '30 seconds', external => true);
 
 -- response headers: stored with the status code and body, replayed by
 -- begin and shown by lookup and my_records
-SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr');
+SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr', external => true);
 SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
 		headers => '{"Location": "/charges/1", "Content-Type": "application/json"}',
 		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
-SELECT outcome, status_code, body, headers, retry_after FROM idempotency.idempotent_begin('h-hdr');
+SELECT outcome, status_code, body, headers, retry_after FROM idempotency.idempotent_begin('h-hdr', external => true);
 SELECT found, headers FROM idempotency.lookup('h-hdr');
 SELECT headers FROM idempotency.my_records WHERE key = 'h-hdr';
 -- the same finish again (its acknowledgement lost) is no error: headers
@@ -135,20 +135,20 @@ SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => 
 SELECT idempotency.idempotent_finish('h-hdr', NULL, status_code => 201, body => '\x7b7d',
 		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr' AND r.scope = ''));
 -- an empty object is headers too: it is not the same answer as none
-SELECT outcome FROM idempotency.idempotent_begin('h-hdr-empty');
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-empty', external => true);
 SELECT idempotency.idempotent_finish('h-hdr-empty', NULL, status_code => 204, headers => '{}',
 		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-empty' AND r.scope = ''));
-SELECT outcome, headers FROM idempotency.idempotent_begin('h-hdr-empty');
+SELECT outcome, headers FROM idempotency.idempotent_begin('h-hdr-empty', external => true);
 SELECT idempotency.idempotent_finish('h-hdr-empty', NULL, status_code => 204,
 		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-empty' AND r.scope = ''));
 -- a key claimed again after an abandon starts without headers
-SELECT outcome FROM idempotency.idempotent_begin('h-hdr-abandon');
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-abandon', external => true);
 SELECT idempotency.idempotent_abandon('h-hdr-abandon', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-abandon' AND r.scope = ''));
-SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr-abandon');
+SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr-abandon', external => true);
 
 -- headers must be an object of strings, and count in the size limit:
 -- refused in autocommit (the claim stays) ...
-SELECT outcome FROM idempotency.idempotent_begin('h-hdr-bad');
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-bad', external => true);
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '["Location", "/x"]');
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '"Location: /x"');
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Location": "/x", "Retry-After": 5}');
@@ -215,10 +215,10 @@ SHOW idempotency.max_response_size;
 -- retry_after: an in_progress answer says how many whole seconds until the
 -- holder's lease ends (at least 1); execute and replay answers carry none
 SELECT outcome, retry_after IS NULL AS no_retry_after
-  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes');
+  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes', external => true);
 SELECT outcome, retry_after BETWEEN 590 AND 600 AS about_ten_minutes
-  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes');
-SELECT outcome, retry_after IS NULL AS no_retry_after FROM idempotency.idempotent_begin('h-hdr');
+  FROM idempotency.idempotent_begin('h-retry', lease => '10 minutes', external => true);
+SELECT outcome, retry_after IS NULL AS no_retry_after FROM idempotency.idempotent_begin('h-hdr', external => true);
 -- this transaction's own claim
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('h-retry-own', lease => '1 minute');

@@ -17,7 +17,7 @@ CREATE VIEW owned AS
 	UNION ALL SELECT 'tokens', owner, scope || '/' || left(token::text, 3) FROM idempotency.tokens;
 
 SET ROLE regress_carol;
-SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay', external => true);
 SELECT idempotency.idempotent_finish('order-1', '{"charged": 10}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
 SELECT idempotency.inbox_receive('billing', 'msg-1');
 SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
@@ -34,7 +34,7 @@ SELECT * FROM owned ORDER BY 1, 2, 3;
 CREATE ROLE regress_carol;
 SELECT idempotency.grant_usage('regress_carol');
 SET ROLE regress_carol;
-SELECT outcome, response FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT outcome, response FROM idempotency.idempotent_begin('order-1', 'pay', external => true);
 SELECT idempotency.inbox_receive('billing', 'msg-1') AS first_time;
 SELECT count(*) AS tokens FROM idempotency.my_tokens;
 RESET ROLE;
@@ -43,7 +43,7 @@ RESET ROLE;
 SELECT idempotency.forget_role('regress_carol');
 SELECT * FROM owned ORDER BY 1, 2, 3;
 SET ROLE regress_carol;
-SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay');
+SELECT outcome FROM idempotency.idempotent_begin('order-1', 'pay', external => true);
 SELECT idempotency.idempotent_abandon('order-1', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-1' AND r.scope = 'pay'));
 RESET ROLE;
 SELECT idempotency.forget_role('regress_never_existed');
@@ -51,9 +51,9 @@ SELECT idempotency.forget_role('regress_never_existed');
 -- ALTER ROLE ... RENAME: the records stay under the old name, so the
 -- renamed role no longer sees them, and a new role given the old name does
 SET ROLE regress_dave;
-SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay', external => true);
 SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-2' AND r.scope = 'pay'));
-SELECT outcome FROM idempotency.idempotent_begin('order-3', 'pay');   -- a live claim
+SELECT outcome FROM idempotency.idempotent_begin('order-3', 'pay', external => true);   -- a live claim
 SELECT idempotency.inbox_receive('billing', 'msg-2');
 SELECT idempotency.issue_token('checkout') IS NOT NULL AS issued;
 RESET ROLE;
@@ -73,7 +73,7 @@ DROP ROLE regress_dave;
 SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
 SELECT * FROM owned ORDER BY 1, 2, 3;
 SET ROLE regress_dave_renamed;
-SELECT outcome, response FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT outcome, response FROM idempotency.idempotent_begin('order-2', 'pay', external => true);
 SELECT idempotency.idempotent_finish('order-3', '{"charged": 30}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-3' AND r.scope = 'pay'));
 SELECT idempotency.inbox_receive('billing', 'msg-2') AS first_time;
 SELECT key, status, response FROM idempotency.my_records ORDER BY key;
@@ -84,7 +84,7 @@ SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
 
 -- refused, moving nothing, when the new name already holds the same key
 SET ROLE regress_carol;
-SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay');
+SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay', external => true);
 SELECT idempotency.inbox_receive('billing', 'msg-9');
 RESET ROLE;
 SELECT idempotency.rename_owner('regress_dave_renamed', 'regress_carol');

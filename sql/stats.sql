@@ -5,14 +5,14 @@
 SET search_path = public;
 
 SELECT idempotency.stats_reset();
-SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
-SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
-SELECT idempotency.idempotent_begin('s1', request => '{"a": 2}');
+SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}', external => true);
+SELECT idempotency.idempotent_begin('s1', request => '{"a": 2}', external => true);
 SELECT idempotency.idempotent_finish('s1', '{}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 's1' AND r.scope = ''));
-SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}');
-SELECT outcome FROM idempotency.idempotent_begin('s2', lease => '1 minute');
+SELECT outcome FROM idempotency.idempotent_begin('s1', request => '{"a": 1}', external => true);
+SELECT outcome FROM idempotency.idempotent_begin('s2', lease => '1 minute', external => true);
 UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 's2';
-SELECT outcome FROM idempotency.idempotent_begin('s2');
+SELECT outcome FROM idempotency.idempotent_begin('s2', external => true);
 SELECT idempotency.idempotent_abandon('s2', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 's2' AND r.scope = ''));
 SELECT idempotency.inbox_receive('c', 'm1'), idempotency.inbox_receive('c', 'm1');
 SELECT count(*) FROM idempotency.inbox_receive_batch('c', ARRAY['m1', 'm2', 'm2', 'm3']);

@@ -39,9 +39,9 @@ SELECT idempotency.consume_token('tk_x', NULL);
 
 -- require_token: a key must be an issued token; used once, then replayed
 CREATE TEMP TABLE c AS SELECT idempotency.issue_token('checkout') AS tok;
-SELECT outcome FROM idempotency.idempotent_begin((SELECT tok FROM c), 'checkout', require_token => true);
+SELECT outcome FROM idempotency.idempotent_begin((SELECT tok FROM c), 'checkout', require_token => true, external => true);
 SELECT idempotency.idempotent_finish((SELECT tok FROM c), '{"order": 1}', 'checkout', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = (SELECT tok FROM c) AND r.scope = 'checkout'));
-SELECT outcome, response FROM idempotency.idempotent_begin((SELECT tok FROM c), 'checkout', require_token => true);
+SELECT outcome, response FROM idempotency.idempotent_begin((SELECT tok FROM c), 'checkout', require_token => true, external => true);
 SELECT state FROM idempotency.my_tokens WHERE token = (SELECT tok FROM c);
 SELECT idempotency.idempotent_begin('made-up-key', 'checkout', require_token => true);
 DO $$

@@ -2,6 +2,8 @@
 -- idempotent_begin(..., defer_claim => true): begin only reads, and the
 -- record is written once, complete, by idempotent_finish in the same
 -- transaction.  Concurrency is in test/specs/xactclaims_defer_race.spec.
+-- At the end: a claim taken without external => true must be finished in
+-- its transaction too.
 --
 SET search_path = public;
 CREATE TABLE orders_paid (key text PRIMARY KEY, amount int);
@@ -110,7 +112,7 @@ SELECT key FROM orders_paid WHERE key LIKE 'd7%' ORDER BY key;
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 'd7';
 
 -- an expired or abandoned record is claimed the ordinary way (written at begin)
-SELECT outcome FROM idempotency.idempotent_begin('d8');
+SELECT outcome FROM idempotency.idempotent_begin('d8', external => true);
 SELECT idempotency.idempotent_abandon('d8', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'd8' AND r.scope = ''));
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('d8', defer_claim => true);
@@ -276,6 +278,161 @@ SELECT pg_temp.claim_and_shadow(40);
 COMMIT;
 SELECT count(*) FILTER (WHERE status = 'completed') AS completed, count(*) AS records
   FROM idempotency.my_records WHERE key::text LIKE 'many-%';
+
+--
+-- A claim taken without external => true (written at begin) must be finished
+-- or abandoned in the transaction that took it, like a deferred one: the
+-- work and its answer commit together.
+--
+
+-- in autocommit, a begin alone fails and commits nothing
+SELECT outcome FROM idempotency.idempotent_begin('t1');
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't1';
+-- a retry then executes: nothing was left behind
+SELECT outcome FROM idempotency.idempotent_begin('t1', external => true);
+SELECT status FROM idempotency.registry WHERE key = 't1';
+-- a take-over of a lapsed claim is the same
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 't1';
+SELECT outcome FROM idempotency.idempotent_begin('t1');
+SELECT status, lease_until < now() AS still_lapsed FROM idempotency.registry WHERE key = 't1';
+
+-- in an explicit transaction, COMMIT fails and commits neither the claim nor
+-- the business write
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t2');
+INSERT INTO orders_paid VALUES ('t2', 2);
+COMMIT;
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't2';
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't2';
+-- begin, write and finish in the transaction commit together
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t2');
+INSERT INTO orders_paid VALUES ('t2', 2);
+SELECT idempotency.idempotent_finish('t2', '{"paid": 2}');
+COMMIT;
+SELECT status FROM idempotency.registry WHERE key = 't2';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't2';
+
+-- a function that begins, writes and finishes works in one autocommit
+-- statement
+CREATE FUNCTION pg_temp.pay(k text, amount int) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+	b record;
+BEGIN
+	b := idempotency.idempotent_begin(k, request => jsonb_build_object('amount', amount));
+	IF b.outcome <> 'execute' THEN
+		RETURN b.response;
+	END IF;
+	INSERT INTO orders_paid VALUES (k, amount);
+	PERFORM idempotency.idempotent_finish(k, jsonb_build_object('paid', amount));
+	RETURN jsonb_build_object('paid', amount);
+END $$;
+SELECT pg_temp.pay('t3', 3);
+SELECT pg_temp.pay('t3', 3);
+SELECT status FROM idempotency.registry WHERE key = 't3';
+
+-- abandon ends the obligation too; the commit goes through
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t4');
+SELECT idempotency.idempotent_abandon('t4');
+INSERT INTO orders_paid VALUES ('t4-other', 4);
+COMMIT;
+SELECT status FROM idempotency.registry WHERE key = 't4';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't4-other';
+
+-- external => true: the claim commits on its own, and a later transaction
+-- finishes it with its attempt
+SELECT attempt AS t5 FROM idempotency.idempotent_begin('t5', external => true) \gset
+SELECT status FROM idempotency.registry WHERE key = 't5';
+SELECT idempotency.idempotent_finish('t5', '{"done": true}', attempt => :t5);
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t6', external => true);
+COMMIT;
+SELECT status FROM idempotency.registry WHERE key = 't6';
+SELECT idempotency.idempotent_abandon('t6', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 't6'));
+
+-- under a savepoint: a claim in a rolled-back savepoint is gone and does not
+-- hold the commit; one in a released savepoint does
+BEGIN;
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('t7');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO orders_paid VALUES ('t7-other', 7);
+COMMIT;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't7';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't7-other';
+BEGIN;
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('t7');
+RELEASE SAVEPOINT s;
+INSERT INTO orders_paid VALUES ('t7', 7);
+COMMIT;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't7';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't7';
+
+-- inside a PL/pgSQL EXCEPTION block: a claim rolled back with the block is
+-- gone; one the block kept holds the commit of the statement
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_begin('t8');
+		RAISE EXCEPTION 'undo';
+	EXCEPTION WHEN raise_exception THEN
+		RAISE NOTICE 'claim undone';
+	END;
+	INSERT INTO orders_paid VALUES ('t8-other', 8);
+END $$;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't8';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't8-other';
+DO $$
+BEGIN
+	BEGIN
+		PERFORM idempotency.idempotent_begin('t8');
+		INSERT INTO orders_paid VALUES ('t8', 8);
+	EXCEPTION WHEN others THEN
+		RAISE NOTICE 'not reached';
+	END;
+END $$;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't8';
+SELECT count(*) AS business_rows FROM orders_paid WHERE key = 't8';
+
+-- PREPARE TRANSACTION is refused the same way, and prepares nothing
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t9');
+INSERT INTO orders_paid VALUES ('t9', 9);
+PREPARE TRANSACTION 'claimed';
+SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'claimed';
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't9';
+-- with external => true it prepares, and commits, as before
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t9', external => true);
+PREPARE TRANSACTION 'claimed';
+COMMIT PREPARED 'claimed';
+SELECT status FROM idempotency.registry WHERE key = 't9';
+
+-- a claim handed out by claim_stalled is for a completer of work outside the
+-- database: it commits without external
+SELECT outcome FROM idempotency.idempotent_begin('t10', lease => '1 minute', external => true);
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 't10';
+SELECT key, attempt > previous_attempt AS new_attempt FROM idempotency.claim_stalled() ORDER BY key;
+SELECT status, lease_until > now() AS leased FROM idempotency.registry WHERE key = 't10';
+SELECT idempotency.idempotent_finish('t10', '{"completed": true}',
+	attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 't10'));
+
+-- a deferred claim cannot serve work outside the database
+SELECT outcome FROM idempotency.idempotent_begin('t11', defer_claim => true, external => true);
+-- NULL external
+SELECT outcome FROM idempotency.idempotent_begin('t11', external => NULL);
+
+-- the 2D000 error in a PL/pgSQL EXCEPTION block cannot be caught: it is
+-- raised at commit, after the block
+DO $$
+BEGIN
+	PERFORM idempotency.idempotent_begin('t12');
+EXCEPTION WHEN invalid_transaction_termination THEN
+	RAISE NOTICE 'not reached';
+END $$;
+SELECT count(*) AS records FROM idempotency.registry WHERE key = 't12';
 
 DROP TABLE orders_paid;
 TRUNCATE idempotency.registry;

@@ -125,9 +125,9 @@ static CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 	[CITUS_DELEGATE_BEGIN] = {
 		"citus_idempotent_begin", "idempotent_begin",
 		CITUS_DELEGATE_CALL("SELECT * FROM idempotency.citus_idempotent_begin($1, $2, $3, $4, $5,"
-							" $6, $7, $8, $9)", 9,
+							" $6, $7, $8, $9, $10)", 10,
 							TEXTOID, JSONBOID, INTERVALOID, INTERVALOID, BOOLOID, BOOLOID,
-							INTERVALOID, BOOLOID)
+							INTERVALOID, BOOLOID, BOOLOID)
 	},
 	[CITUS_DELEGATE_FINISH] = {
 		"citus_idempotent_finish", "idempotent_finish",

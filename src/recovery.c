@@ -91,7 +91,7 @@ recovery_own_claim(SqlCall *call, Datum scope, Datum key, RegistryAttempt attemp
 	if (mine == NULL)
 		return attempt;
 	RegistryOwnAttempt(mine, attempt);
-	if (mine->deferred)
+	if (mine->kind == XACT_CLAIM_DEFERRED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot %s idempotency key \"%s\" in scope \"%s\": it was claimed with defer_claim",
@@ -268,7 +268,8 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 			if (held != NULL)
 				XactClaimEnd(held);
 		}
-		XactClaimAdd(&claim, false);
+		/* a claim for a completer of work outside the database */
+		XactClaimAdd(&claim, XACT_CLAIM_EXTERNAL);
 		RegistryOutputFill(out, &claim, values, nulls);
 		if (previous_col >= 0)
 		{

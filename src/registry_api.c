@@ -108,6 +108,8 @@ typedef struct BeginArgs
 	TimestampTz expires_at;		/* now + ttl */
 	int			lock_timeout_ms;	/* 0: wait as long as it takes */
 	bool		defer_claim;	/* write nothing now: finish writes the record */
+	bool		external;		/* for work outside the database: the claim
+								 * may commit before its finish */
 	bool		require_token;	/* the key must be a token issued to the
 								 * caller */
 } BeginArgs;
@@ -236,14 +238,17 @@ api_bytea_equal(Datum a, Datum b)
  * begin_execute
  *		The answer for a claim that is now ours: the claim as written (or to
  *		be written by its finish, if deferred), remembered as this
- *		transaction's.
+ *		transaction's: one that must end before the transaction commits,
+ *		unless it is for work outside the database.
  */
 static void
-begin_execute(BeginResult *result, const RegistryRow *claim, bool deferred)
+begin_execute(BeginResult *result, const RegistryRow *claim, const BeginArgs *args,
+			  bool deferred)
 {
 	result->outcome = "execute";
 	result->rec = *claim;
-	XactClaimAdd(claim, deferred);
+	XactClaimAdd(claim, deferred ? XACT_CLAIM_DEFERRED :
+				 args->external ? XACT_CLAIM_EXTERNAL : XACT_CLAIM_TRANSACTIONAL);
 }
 
 /*
@@ -383,7 +388,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	{
 		/* the common case: nobody has this key, the claim is ours */
 		begin_found(false);
-		begin_execute(result, &claim, false);
+		begin_execute(result, &claim, args, false);
 		return BEGIN_ANSWERED;
 	}
 
@@ -398,13 +403,13 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 				return BEGIN_RETRY; /* deleted since, or claimed since the
 									 * read */
 			begin_found(false);
-			begin_execute(result, &claim, false);
+			begin_execute(result, &claim, args, false);
 			return BEGIN_ANSWERED;
 		}
 
 		/* nobody has this key: the claim is ours, written by finish */
 		begin_found(false);
-		begin_execute(result, &claim, true);
+		begin_execute(result, &claim, args, true);
 		return BEGIN_ANSWERED;
 	}
 
@@ -416,7 +421,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 		begin_found(true);
 		if (!RegistryReclaim(call, &claim, &rec))
 			return BEGIN_RETRY;
-		begin_execute(result, &claim, false);
+		begin_execute(result, &claim, args, false);
 		begin_over(result, &rec);
 		return BEGIN_ANSWERED;
 	}
@@ -448,7 +453,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 		return BEGIN_NEEDS_WRITE;
 	if (!RegistryTakeover(call, &claim, &rec))
 		return BEGIN_RETRY;
-	begin_execute(result, &claim, false);
+	begin_execute(result, &claim, args, false);
 	begin_over(result, &rec);
 	result->takeover = true;
 	return BEGIN_ANSWERED;
@@ -714,15 +719,15 @@ begin_retry_after(const RegistryRow *rec)
 	return (int32) Min((usecs + USECS_PER_SEC - 1) / USECS_PER_SEC, (int64) PG_INT32_MAX);
 }
 
-PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
-
 /*
- * idempotency_idempotent_begin
+ * api_begin
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
- *		max_wait, defer_claim)
+ *		max_wait, defer_claim[, external]): the 1.0 declaration has no
+ *		external, and its claims are all external, as 1.0's were (they
+ *		commit on their own).
  */
-Datum
-idempotency_idempotent_begin(PG_FUNCTION_ARGS)
+static Datum
+api_begin(FunctionCallInfo fcinfo, bool has_external)
 {
 	static ApiResult result_cache;
 	ApiResult  *res;
@@ -733,7 +738,6 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	bool	   *nulls;
 	Datum		delegated;
 
-	IdempotencyCheckNargs(fcinfo, 9);
 	args.key = IdempotencyKeyArg(fcinfo, 0);
 	args.scope = IdempotencyScopeArg(fcinfo, 1);
 	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_BEGIN, &delegated))
@@ -750,6 +754,17 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	args.lock_timeout_ms = begin_lock_timeout(fcinfo, PG_GETARG_BOOL(5), 7);
 	IdempotencyRequireArg(fcinfo, 8, "defer_claim");
 	args.defer_claim = PG_GETARG_BOOL(8);
+	args.external = true;
+	if (has_external)
+	{
+		IdempotencyRequireArg(fcinfo, 9, "external");
+		args.external = PG_GETARG_BOOL(9);
+		if (args.defer_claim && args.external)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("defer_claim and external cannot both be true"),
+					 errdetail("A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.")));
+	}
 
 	res = api_result(fcinfo, &result_cache, "outcome");
 
@@ -803,6 +818,33 @@ idempotency_idempotent_begin(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
+
+/*
+ * idempotency_idempotent_begin
+ *		idempotent_begin as the 1.0 SQL objects declare it: without external.
+ */
+Datum
+idempotency_idempotent_begin(PG_FUNCTION_ARGS)
+{
+	IdempotencyCheckNargs(fcinfo, 9);
+	return api_begin(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_begin_1_1);
+
+/*
+ * idempotency_idempotent_begin_1_1
+ *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
+ *		max_wait, defer_claim, external)
+ */
+Datum
+idempotency_idempotent_begin_1_1(PG_FUNCTION_ARGS)
+{
+	IdempotencyCheckNargs(fcinfo, 10);
+	return api_begin(fcinfo, true);
 }
 
 /*
@@ -949,7 +991,7 @@ api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
 	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
 		api_attempt_never_issued(attempt, TextDatumGetCString(claim->row.values[RC_key]),
 								 TextDatumGetCString(claim->row.values[RC_scope]), current,
-								 claim->deferred);
+								 claim->kind == XACT_CLAIM_DEFERRED);
 	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
@@ -993,7 +1035,7 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 		attempt.given = true;
 		attempt.value = DatumGetInt32(mine->row.values[RC_attempt]);
 	}
-	if (mine != NULL && mine->deferred)
+	if (mine != NULL && mine->kind == XACT_CLAIM_DEFERRED)
 	{
 		if (answer != NULL)
 			RegistryInsertFinished(&call, &mine->row, answer);

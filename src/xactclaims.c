@@ -2,8 +2,8 @@
  *
  * xactclaims.c
  *	  The claims the current transaction took: what finish and abandon
- *	  without an attempt may end, and the deferred claims that must be
- *	  finished before the transaction commits.
+ *	  without an attempt may end, and the claims that must be finished
+ *	  before the transaction commits.
  *
  * A claim that idempotent_begin answered "execute" is remembered here until
  * the transaction ends or the claim is ended.  Two things follow from it.
@@ -15,13 +15,19 @@
  * lease ran out, and whose claim was taken over, would overwrite the new
  * owner's answer.
  *
- * A deferred claim (defer_claim => true) writes nothing at begin: the record
- * is written once, complete, by idempotent_finish in the same transaction
- * (registry_api.c).  Until then the claim lives only here.  So a transaction
- * must not commit while one is open: nothing would record that the work was
- * done, and a retry would do it again.  The pre-commit callback refuses such
- * a commit with an error, which aborts the transaction and everything it
- * wrote.
+ * A claim must end in the transaction that took it unless it was taken for
+ * work outside the database (external => true, or handed out by
+ * claim_stalled).  A claim whose work is in the database commits with that
+ * work: committed open, the business write would be done while the record
+ * still says processing, and once the lease ran out a retry would do it
+ * again.  A deferred claim (defer_claim => true) is the same, more so: it
+ * writes nothing at begin, the record is written once, complete, by
+ * idempotent_finish in the same transaction (registry_api.c), and until
+ * then the claim lives only here.  So a transaction must not commit (or
+ * prepare) while such a claim is open: the pre-commit callback refuses it
+ * with an error, which aborts the transaction and everything it wrote.
+ * Claims of the 1.0 SQL objects' idempotent_begin are external, as 1.0's
+ * were.
  *
  * Subtransactions: a claim taken in a subtransaction that rolls back is
  * forgotten with it (its business write is gone too); one taken in a
@@ -213,8 +219,8 @@ xact_claim_free(XactClaim *claim)
 
 /*
  * xact_claims_xact_callback
- *		Refuse to commit (or prepare) a transaction with an open deferred
- *		claim; forget the claims when the transaction ends either way (their
+ *		Refuse to commit (or prepare) a transaction with an open claim that
+ *		is not for work outside the database; forget the claims when the transaction ends either way (their
  *		memory goes with TopTransactionContext).
  */
 static void
@@ -231,15 +237,23 @@ xact_claims_xact_callback(XactEvent event, void *arg)
 			{
 				XactClaim  *claim = dlist_container(XactClaim, node, iter.cur);
 
-				if (claim->ended_level != 0 || !claim->deferred)
+				if (claim->ended_level != 0 || claim->kind == XACT_CLAIM_EXTERNAL)
 					continue;
+				if (claim->kind == XACT_CLAIM_DEFERRED)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+							 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed with defer_claim but not finished",
+									TextDatumGetCString(claim->row.values[RC_key]),
+									TextDatumGetCString(claim->row.values[RC_scope])),
+							 errdetail("A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed."),
+							 errhint("Call idempotent_finish (or idempotent_abandon) in the same transaction; for work outside the database, claim with external => true and without defer_claim.")));
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
-						 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed with defer_claim but not finished",
+						 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed but not finished",
 								TextDatumGetCString(claim->row.values[RC_key]),
 								TextDatumGetCString(claim->row.values[RC_scope])),
-						 errdetail("A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed."),
-						 errhint("Call idempotent_finish (or idempotent_abandon) in the same transaction, or claim without defer_claim for work outside the database.")));
+						 errdetail("A claim taken without external => true must be finished or abandoned in the transaction that took it, so that the work and its answer commit together; nothing was committed."),
+						 errhint("Call idempotent_finish (or idempotent_abandon) before the transaction commits; for work outside the database, claim with external => true and finish with attempt => in a later transaction.")));
 			}
 			break;
 		default:
@@ -349,10 +363,11 @@ XactClaimFind(Datum owner, Datum scope, Datum key)
 /*
  * XactClaimAdd
  *		Remember a claim this transaction took, a copy of its image: until
- *		its finish writes it, if it is deferred.
+ *		its finish writes it, if it is deferred; until it ends, unless it is
+ *		external.
  */
 XactClaim  *
-XactClaimAdd(const RegistryRow *row, bool deferred)
+XactClaimAdd(const RegistryRow *row, XactClaimKind kind)
 {
 	MemoryContext oldcontext;
 	XactClaim  *claim;
@@ -370,7 +385,7 @@ XactClaimAdd(const RegistryRow *row, bool deferred)
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 		if (!row->nulls[i] && RegistryColumnVarlena(i))
 			claim->row.values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(row->values[i]));
-	claim->deferred = deferred;
+	claim->kind = kind;
 	claim->nest_level = GetCurrentTransactionNestLevel();
 	dlist_push_tail(&xact_claims, &claim->node);
 	xact_nclaims++;
@@ -385,7 +400,7 @@ XactClaimAdd(const RegistryRow *row, bool deferred)
 /*
  * XactClaimEnd
  *		The claim was finished or abandoned: it is this transaction's no
- *		longer (and no longer holds the commit, if deferred).  Ended in the
+ *		longer (and no longer holds the commit, unless external).  Ended in the
  *		subtransaction that took it, it is gone (a rollback there undoes the
  *		claim too); ended deeper, it stays, marked, until that
  *		subtransaction's fate is known.

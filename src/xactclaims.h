@@ -18,6 +18,17 @@
 #include "registry.h"
 
 /*
+ * What a claim of this transaction is for, and so whether the transaction
+ * may commit while it is open.
+ */
+typedef enum XactClaimKind
+{
+	XACT_CLAIM_EXTERNAL,		/* work outside the database: may commit open */
+	XACT_CLAIM_TRANSACTIONAL,	/* written at begin; ends before commit */
+	XACT_CLAIM_DEFERRED			/* written by its finish, not yet at all */
+} XactClaimKind;
+
+/*
  * A claim of this transaction: the image of its record (for a deferred
  * claim, the record its finish will write), and the subtransactions that
  * took it and ended it.
@@ -25,14 +36,14 @@
 typedef struct XactClaim
 {
 	RegistryRow row;
-	bool		deferred;		/* written by its finish, not yet at all */
+	XactClaimKind kind;
 	int			nest_level;		/* the subtransaction that took it */
 	int			ended_level;	/* the one that ended it; 0 while open */
 	dlist_node	node;			/* in the transaction's claims */
 } XactClaim;
 
 extern XactClaim *XactClaimFind(Datum owner, Datum scope, Datum key);
-extern XactClaim *XactClaimAdd(const RegistryRow *claim, bool deferred);
+extern XactClaim *XactClaimAdd(const RegistryRow *claim, XactClaimKind kind);
 extern void XactClaimEnd(XactClaim *claim);
 
 /* registry_api.c: the attempt a call on this transaction's claim names */

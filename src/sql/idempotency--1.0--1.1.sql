@@ -284,7 +284,10 @@ SELECT pg_catalog.set_config('citus.enable_ddl_propagation',
  * idempotent_begin and lookup answer with the recovery point and state too:
  * their result changes, so each is renamed, created anew with the columns
  * added at the end, given the old one's privileges and dropped (the rules
- * above, 1).
+ * above, 1).  idempotent_begin also takes external: a claim taken without it
+ * must be finished or abandoned in the transaction that took it (its own C
+ * entry point; the 1.0 declaration's claims commit on their own, as 1.0's
+ * did).
  */
 ALTER FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)
 	RENAME TO idempotent_begin_1_0;
@@ -298,6 +301,7 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 require_token pg_catalog.bool DEFAULT false,
 											 max_wait pg_catalog.interval DEFAULT NULL,
 											 defer_claim pg_catalog.bool DEFAULT false,
+											 external pg_catalog.bool DEFAULT false,
 											 OUT outcome pg_catalog.text,
 											 OUT status pg_catalog.text,
 											 OUT response pg_catalog.jsonb,
@@ -313,17 +317,17 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 OUT recovery_point pg_catalog.text,
 											 OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
-AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin_1_1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
+COMMENT ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) IS
 'claim an idempotency key: outcome execute, replay or in_progress';
 
-REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) FROM PUBLIC;
 
 SELECT idempotency.carry_privileges(
 	'idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure,
-	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)'::pg_catalog.regprocedure);
+	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure);
 
 DROP FUNCTION idempotency.idempotent_begin_1_0(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool);
 
@@ -532,6 +536,7 @@ CREATE FUNCTION idempotency.citus_idempotent_begin(key idempotency.key,
 												   require_token pg_catalog.bool,
 												   max_wait pg_catalog.interval,
 												   defer_claim pg_catalog.bool,
+												   external pg_catalog.bool,
 												   OUT outcome pg_catalog.text,
 												   OUT status pg_catalog.text,
 												   OUT response pg_catalog.jsonb,
@@ -547,10 +552,10 @@ CREATE FUNCTION idempotency.citus_idempotent_begin(key idempotency.key,
 												   OUT recovery_point pg_catalog.text,
 												   OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
-AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin'
+AS 'MODULE_PATHNAME', 'idempotency_idempotent_begin_1_1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) IS
+COMMENT ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) IS
 'idempotent_begin as the key''s Citus worker runs it (every argument given)';
 
 CREATE FUNCTION idempotency.citus_idempotent_finish(key idempotency.key,
@@ -624,7 +629,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4) IS
 'idempotent_renew as the key''s Citus worker runs it (every argument given)';
 
-REVOKE ALL ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb) FROM PUBLIC;
@@ -686,8 +691,8 @@ SELECT idempotency.extend_usage('view', 'my_stalled_claims');
  * function: src/citus.c).
  */
 SELECT idempotency.carry_privileges(
-	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)',
-	'idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool)');
+	'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)',
+	'idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)');
 SELECT idempotency.carry_privileges(
 	'idempotency.idempotent_finish(pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb)',
 	'idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb)');
@@ -779,11 +784,11 @@ BEGIN
 
 	FOR f IN
 		SELECT v.fn::regprocedure AS fn, v.key_arg, v.scope_arg, v.colocate, v.force
-		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', false),
+		  FROM (VALUES ('idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)', 1, 2, 'idempotency.registry', false),
 					   ('idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', false),
 					   ('idempotency.idempotent_abandon(text, text, integer)', 1, 2, 'idempotency.registry', false),
 					   ('idempotency.lookup(text, text, jsonb)', 1, 2, 'idempotency.registry', false),
-					   ('idempotency.citus_idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean, interval, boolean)', 1, 2, 'idempotency.registry', true),
+					   ('idempotency.citus_idempotent_begin(idempotency.key, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)', 1, 2, 'idempotency.registry', true),
 					   ('idempotency.citus_idempotent_finish(idempotency.key, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)', 1, 3, 'idempotency.registry', true),
 					   ('idempotency.citus_idempotent_abandon(idempotency.key, text, integer)', 1, 2, 'idempotency.registry', true),
 					   ('idempotency.citus_lookup(idempotency.key, text, jsonb)', 1, 2, 'idempotency.registry', true),

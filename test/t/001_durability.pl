@@ -22,15 +22,15 @@ $node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 # running when the server dies.
 $node->safe_psql('postgres', q{
 	BEGIN;
-	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}');
+	SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}', external => true);
 	SELECT idempotency.idempotent_finish('paid', '{"charged": 10}');
 	COMMIT;
 });
 my $open_attempt = $node->safe_psql('postgres',
-	q{SELECT attempt FROM idempotency.idempotent_begin('open')});
+	q{SELECT attempt FROM idempotency.idempotent_begin('open', external => true)});
 
 my $inflight = $node->background_psql('postgres');
-$inflight->query_safe(q{BEGIN; SELECT idempotency.idempotent_begin('in-flight');});
+$inflight->query_safe(q{BEGIN; SELECT idempotency.idempotent_begin('in-flight', external => true);});
 
 # Crash: kill -9 every process the postmaster started, then the postmaster
 # itself, so nothing gets to write a checkpoint or flush anything on the way.
@@ -55,15 +55,15 @@ ok( $node->log_contains('database system was interrupted|was not properly shut d
 	'the restart ran crash recovery');
 
 is( $node->safe_psql('postgres',
-		q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}')}),
+		q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}', external => true)}),
 	'replay {"charged": 10}',
 	'a finished result survives kill -9 and replays');
 is( $node->safe_psql('postgres',
-		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('open')}),
+		q{SELECT outcome || ' ' || attempt FROM idempotency.idempotent_begin('open', external => true)}),
 	"in_progress $open_attempt",
 	'a committed claim survives kill -9, with its attempt');
 is( $node->safe_psql('postgres',
-		q{SELECT outcome FROM idempotency.idempotent_begin('in-flight')}),
+		q{SELECT outcome FROM idempotency.idempotent_begin('in-flight', external => true)}),
 	'execute',
 	'a claim whose transaction died with the server is gone');
 is( $node->safe_psql('postgres',
@@ -76,7 +76,7 @@ $node->safe_psql('postgres', q{
 	SELECT idempotency.grant_usage('regress_app');
 	SET ROLE regress_app;
 	BEGIN;
-	SELECT outcome FROM idempotency.idempotent_begin('app-key', scope => 'orders');
+	SELECT outcome FROM idempotency.idempotent_begin('app-key', scope => 'orders', external => true);
 	SELECT idempotency.idempotent_finish('app-key', '{"order": 1}', scope => 'orders');
 	COMMIT;
 });
@@ -103,11 +103,11 @@ is( $node->safe_psql('restored',
 	$node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.registry}),
 	'every record is restored');
 is( $node->safe_psql('restored',
-		q{SET ROLE regress_app; SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('app-key', scope => 'orders')}),
+		q{SET ROLE regress_app; SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('app-key', scope => 'orders', external => true)}),
 	'replay {"order": 1}',
 	'a restored record replays for its owner, and the grants came along');
 is( $node->safe_psql('restored',
-		q{SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}')}),
+		q{SELECT outcome FROM idempotency.idempotent_begin('paid', request => '{"amount": 10}', external => true)}),
 	'replay', 'a restored record replays');
 is( $node->safe_psql('restored',
 		q{SELECT idempotency.transition_allowed('order_status', 'created', 'paid')}),

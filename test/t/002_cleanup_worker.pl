@@ -32,7 +32,7 @@ sub make_records
 	my ($db, $prefix, $n, $expired) = @_;
 	$node->safe_psql($db, qq{
 		BEGIN;
-		SELECT count(idempotency.idempotent_begin(('$prefix-' || i)::idempotency.key, ttl => '1 hour'))
+		SELECT count(idempotency.idempotent_begin(('$prefix-' || i)::idempotency.key, ttl => '1 hour', external => true))
 		  FROM generate_series(1, $n) AS i;
 		SELECT count(idempotency.idempotent_finish(('$prefix-' || i)::idempotency.key, '{}'))
 		  FROM generate_series(1, $n) AS i;
@@ -58,7 +58,7 @@ make_records('postgres', 'live', 200, 0);
 # the claim (the row is locked) as the expiry passes.  The cleanup must pass
 # over it, neither waiting for that transaction nor deleting under it.
 $node->safe_psql('postgres',
-	q{SELECT idempotency.idempotent_begin('held-1', ttl => '3 seconds', lease => '1 second')});
+	q{SELECT idempotency.idempotent_begin('held-1', ttl => '3 seconds', lease => '1 second', external => true)});
 my $expiry = $node->safe_psql('postgres',
 	q{SELECT expires_at FROM idempotency.registry WHERE key = 'held-1'});
 my $holder = $node->background_psql('postgres');

@@ -29,7 +29,7 @@ $standby->start;
 # they reach the standby intact.
 $primary->safe_psql('postgres', q{ALTER SYSTEM SET idempotency.cleanup_interval = 0; SELECT pg_reload_conf()});
 $primary->safe_psql('postgres', q{
-	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key)) FROM generate_series(1, 50) AS i;
+	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, external => true)) FROM generate_series(1, 50) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60;
 });
 $primary->wait_for_catchup($standby);

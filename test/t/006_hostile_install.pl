@@ -102,7 +102,7 @@ like($err, qr/permission denied for schema idempotency/, 'nor create anything in
 
 # the worker cleans with the extension's own code, through all of that
 $node->safe_psql('shop', q{
-	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 150) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute';
 	SELECT idempotency.inbox_receive('billing', 'm1');

@@ -169,7 +169,7 @@ BEGIN;
 SELECT b.outcome, coalesce(b.attempt::text, '') AS attempt,
 	   coalesce(b.response::text, '') AS response, b.outcome = 'execute' AS exec
   FROM idempotency.idempotent_begin('$key', request => $request,
-									lease => '2 seconds', wait => $wait) AS b \\gset
+									lease => '2 seconds', wait => $wait, external => true) AS b \\gset
 \\echo BEGIN|:outcome|:attempt|:response
 \\if :exec
 $sleep
@@ -206,7 +206,7 @@ sub ext_request
 	my ($status, $out, $sent, $received) = run_psql(qq{
 SELECT 'B|' || b.outcome || '|' || coalesce(b.attempt::text, '') || '|' || coalesce(b.response::text, '')
   FROM idempotency.idempotent_begin('$key', request => $request, ttl => '$ttl seconds',
-									lease => '$ext_lease', wait => $wait) AS b;
+									lease => '$ext_lease', wait => $wait, external => true) AS b;
 });
 	if ($status ne 'ok' || $out !~ /^B\|(\w+)\|(\d*)\|(.*)$/m)
 	{
@@ -406,7 +406,7 @@ foreach my $action (@actions)
 		my $pid = $victim->query_safe(q{SET ROLE storm_app; SELECT pg_catalog.pg_backend_pid()});
 		$victim->query_safe(qq{
 			BEGIN;
-			SELECT idempotency.idempotent_begin('$key');
+			SELECT idempotency.idempotent_begin('$key', external => true);
 			INSERT INTO public.charges VALUES ($victim_req, '$key', 0, 0);
 		});
 		my $offset = -s $node->logfile;
@@ -654,7 +654,7 @@ foreach my $row (split /\n/, $node->safe_psql('postgres', qq{
 	  FROM unnest(ARRAY[$key_array]) AS k,
 		   LATERAL idempotency.idempotent_begin(k::idempotency.key,
 				request => CASE WHEN k LIKE 'victim-%' THEN NULL
-								ELSE pg_catalog.jsonb_build_object('key', k) END) AS b},
+								ELSE pg_catalog.jsonb_build_object('key', k) END, external => true) AS b},
 		extra_params => [ '-U', 'storm_app' ]))
 {
 	my ($key, $outcome, $response) = split /\|/, $row, 3;

@@ -33,9 +33,9 @@ sub backlog
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, qq{
 		CREATE EXTENSION idempotency;
-		SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour'))
+		SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour', external => true))
 		  FROM generate_series(1, $n) AS i;
-		SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key, ttl => '1 hour'))
+		SELECT count(idempotency.idempotent_begin(('live-' || i)::idempotency.key, ttl => '1 hour', external => true))
 		  FROM generate_series(1, 5) AS i;
 		UPDATE idempotency.registry SET expires_at = now() - interval '1 minute'
 		 WHERE key::text LIKE 'old-%';

@@ -20,7 +20,7 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE work (k text);
 	CREATE FUNCTION claim(k idempotency.key) RETURNS text LANGUAGE plpgsql AS $$
 	BEGIN
-		RETURN (idempotency.idempotent_begin(k)).outcome;
+		RETURN (idempotency.idempotent_begin(k, external => true)).outcome;
 	END $$;
 });
 
@@ -54,15 +54,15 @@ sub check
 	like($stderr, $context_like, "$name: the caller's own context") if defined $context_like;
 }
 
-check('begin', in_rr(q{SELECT idempotency.idempotent_begin('k1')},
-		q{SELECT idempotency.idempotent_begin('k1')}));
+check('begin', in_rr(q{SELECT idempotency.idempotent_begin('k1', external => true)},
+		q{SELECT idempotency.idempotent_begin('k1', external => true)}));
 check('begin from a PL/pgSQL function',
-	in_rr(q{SELECT idempotency.idempotent_begin('k2')}, q{SELECT claim('k2')}),
+	in_rr(q{SELECT idempotency.idempotent_begin('k2', external => true)}, q{SELECT claim('k2')}),
 	qr/CONTEXT:  PL\/pgSQL function claim\(idempotency\.key\) line 3 at RETURN/);
 check('begin, wait => false',
-	in_rr(q{SELECT idempotency.idempotent_begin('k3')},
-		q{SELECT idempotency.idempotent_begin('k3', wait => false)}));
-$node->safe_psql('postgres', q{SELECT idempotency.idempotent_begin('k4')});
+	in_rr(q{SELECT idempotency.idempotent_begin('k3', external => true)},
+		q{SELECT idempotency.idempotent_begin('k3', wait => false, external => true)}));
+$node->safe_psql('postgres', q{SELECT idempotency.idempotent_begin('k4', external => true)});
 check('finish',
 	in_rr(q{SELECT idempotency.idempotent_finish('k4', '{}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k4'))},
 		q{SELECT idempotency.idempotent_finish('k4', '{}', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'k4'))}));

@@ -67,7 +67,7 @@ $old->safe_psql('postgres', q{
 	SELECT outcome FROM idempotency.idempotent_begin('failed', 'pay', '{"amount": 20}');
 	SELECT idempotency.idempotent_finish('failed', '{"error": "declined"}', 'pay', failed => true);
 	COMMIT;
-	SELECT outcome FROM idempotency.idempotent_begin('held', 'pay', lease => '1 hour');
+	SELECT outcome FROM idempotency.idempotent_begin('held', 'pay', lease => '1 hour', external => true);
 	SELECT idempotency.inbox_receive('billing', 'msg-1');
 	SELECT count(*) FROM idempotency.inbox_receive_batch('billing', ARRAY['msg-2', 'msg-3']);
 	SELECT idempotency.issue_token('checkout') IS NOT NULL;

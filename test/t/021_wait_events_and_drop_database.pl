@@ -40,7 +40,7 @@ my $launcher_pid = $node->safe_psql('postgres',
 $node->safe_psql('postgres', 'CREATE DATABASE busy');
 $node->safe_psql('busy', q{
 	CREATE EXTENSION idempotency;
-	SELECT count(idempotency.idempotent_begin(('k-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('k-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 1000) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60;
 });

@@ -31,7 +31,7 @@ $node->safe_psql('postgres', q{
 	SELECT outcome FROM idempotency.idempotent_begin('done-1');
 	SELECT idempotency.idempotent_finish('done-1', '{"n": 1}');
 	COMMIT;
-	SELECT outcome FROM idempotency.idempotent_begin('held-1');
+	SELECT outcome FROM idempotency.idempotent_begin('held-1', external => true);
 });
 
 # the four calls, each against a key or message that it would change
@@ -115,7 +115,7 @@ sub expire_all
 #    earlier script declared them.
 #
 my %current = (
-	begin => 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)',
+	begin => 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)',
 	finish => 'idempotency.idempotent_finish(text, jsonb, text, integer, boolean, integer, bytea, interval, jsonb)',
 	abandon => 'idempotency.idempotent_abandon(text, text, integer)',
 	inbox_receive => 'idempotency.inbox_receive(text, text, interval)',
@@ -172,7 +172,7 @@ foreach my $name (sort keys %current)
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(outcome || '/' || status, ' ' ORDER BY k)
 	  FROM unnest(ARRAY['done-1', 'held-1', 'new-1']) AS k,
-		   LATERAL idempotency.idempotent_begin(k, wait => false) AS b}),
+		   LATERAL idempotency.idempotent_begin(k, wait => false, external => true) AS b}),
 	'replay/completed in_progress/processing execute/processing',
 	'restored signatures: begin replays, sees the held claim and executes');
 is($node->safe_psql('postgres', q{

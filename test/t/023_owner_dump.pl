@@ -52,7 +52,7 @@ sub as
 my $records = q{
 	BEGIN;
 	SELECT count(*) FROM (
-		SELECT idempotency.idempotent_begin('PREFIX-' || i, request => jsonb_build_object('n', i))
+		SELECT idempotency.idempotent_begin('PREFIX-' || i, request => jsonb_build_object('n', i), external => true)
 		  FROM generate_series(1, 20) AS i) AS b;
 	SELECT count(*) FROM (
 		SELECT idempotency.idempotent_finish('PREFIX-' || i, jsonb_build_object('paid', i),
@@ -60,7 +60,7 @@ my $records = q{
 			   body => convert_to('body ' || i, 'UTF8'))
 		  FROM generate_series(1, 20) AS i) AS f;
 	COMMIT;
-	SELECT idempotency.idempotent_begin('PREFIX-held', lease => '1 hour');
+	SELECT idempotency.idempotent_begin('PREFIX-held', lease => '1 hour', external => true);
 	SELECT count(*) FROM (
 		SELECT idempotency.inbox_receive('billing', 'PREFIX-msg-' || i) FROM generate_series(1, 10) AS i) AS r;
 };
@@ -143,9 +143,9 @@ foreach my $who (qw(owner clerk))
 								  AND b.status = CASE WHEN i % 5 = 0 THEN 'failed' ELSE 'completed' END),
 			   count(*) FILTER (WHERE b.outcome = 'execute')
 		  FROM generate_series(1, 20) AS i,
-			   LATERAL idempotency.idempotent_begin('$who-' || i, request => jsonb_build_object('n', i)) AS b}),
+			   LATERAL idempotency.idempotent_begin('$who-' || i, request => jsonb_build_object('n', i), external => true) AS b}),
 		'20|0', "the ${who}'s completed and failed keys replay with their answers after the restore");
-	is(as($role, 'shop_restored', qq{SELECT outcome FROM idempotency.idempotent_begin('$who-held', wait => false)}),
+	is(as($role, 'shop_restored', qq{SELECT outcome FROM idempotency.idempotent_begin('$who-held', wait => false, external => true)}),
 		'in_progress', "the ${who}'s claim in progress is still held");
 	is(as($role, 'shop_restored', qq{
 		SELECT count(*) FILTER (WHERE NOT idempotency.inbox_receive('billing', '$who-msg-' || i))

@@ -42,6 +42,8 @@ $node->safe_psql('postgres', q{
 });
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
 	'1.0', 'the previous release is installed');
+is($node->safe_psql('postgres', q{SELECT status FROM idempotency.registry WHERE key = 'held'}),
+	'processing', 'with the 1.0 objects, a claim taken in autocommit commits on its own, as in 1.0');
 
 my $before = acls($node, 'postgres');
 like($before, qr/^function idempotent_begin .*app EXECUTE/m,
@@ -83,7 +85,7 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{
 	SET ROLE app2;
 	SELECT count(*) FROM idempotency.my_records;
-	SELECT outcome FROM idempotency.idempotent_begin('done', 'pay', '{"amount": 10}')}),
+	SELECT outcome FROM idempotency.idempotent_begin('done', 'pay', '{"amount": 10}', external => true)}),
 	"0\nexecute", 'another application role still sees none of them');
 
 # a new installation has the same objects as the updated one

@@ -54,7 +54,8 @@ is(app_sql(q{
 	SELECT outcome FROM idempotency.idempotent_begin('two', 'pay');
 	SELECT idempotency.idempotent_finish('two', '{"charged": 2}', 'pay',
 		attempt => (SELECT attempt FROM idempotency.my_records WHERE key = 'two'));
-}), "execute\ncompleted", 'a finish in a later transaction, with its attempt, on 1.0');
+}), "execute\ncompleted",
+	'on 1.0 a claim taken in autocommit commits on its own, and a later transaction finishes it with its attempt');
 
 # a take-over of a lapsed lease
 app_sql(q{SELECT idempotency.idempotent_begin('lapsed', 'pay')});
@@ -138,7 +139,7 @@ is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extn
 # columns, and recovery points, renewals and take-overs work
 is($pooled->query_safe(q{
 	SELECT outcome || ' ' || coalesce(recovery_point, 'none')
-	  FROM idempotency.idempotent_begin('pooled-3', lease => '1 hour')}),
+	  FROM idempotency.idempotent_begin('pooled-3', lease => '1 hour', external => true)}),
 	'execute none', 'the pooled session begins with the updated function');
 is($pooled->query_safe(q{
 	SELECT idempotency.idempotent_checkpoint('pooled-1', 'customer_created', '{"customer": "c_1"}',
@@ -153,7 +154,7 @@ $node->safe_psql('postgres',
 	q{UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'pooled-1'});
 is($pooled->query_safe(q{
 	SELECT outcome || ' ' || recovery_point || ' ' || (recovery_state ->> 'customer')
-	  FROM idempotency.idempotent_begin('pooled-1')}),
+	  FROM idempotency.idempotent_begin('pooled-1', external => true)}),
 	'execute customer_created c_1', 'a take-over in the pooled session resumes from the recovery point');
 is($pooled->query_safe(q{
 	SELECT recovery_point FROM idempotency.lookup('pooled-1')}),

@@ -78,7 +78,7 @@ sub worker
 	my $state = q{(SELECT recovery_state FROM idempotency.lookup('KEY', 'payments'))} =~ s/KEY/$key/r;
 	my ($outcome, $attempt, $point) = split /\|/, $s->query_safe(qq{
 		SELECT outcome || '|' || attempt || '|' || coalesce(recovery_point, '')
-		  FROM idempotency.idempotent_begin('$key', 'payments', '{"amount": 10}', lease => '1 hour')});
+		  FROM idempotency.idempotent_begin('$key', 'payments', '{"amount": 10}', lease => '1 hour', external => true)});
 	my @steps;
 	if ($outcome eq 'execute')
 	{

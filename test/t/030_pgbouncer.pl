@@ -110,7 +110,7 @@ sub collect
 	return join ', ', map { "$_ x $answers{$_}" } sort keys %answers;
 }
 
-my $dup_sql = q{SELECT outcome FROM idempotency.idempotent_begin('slow-1', request => '{"amount": 10}')};
+my $dup_sql = q{SELECT outcome FROM idempotency.idempotent_begin('slow-1', request => '{"amount": 10}', external => true)};
 
 # the slow request: its claim is open in a transaction that holds one of
 # the pool's server connections
@@ -127,7 +127,7 @@ ok( $node->poll_query_until('postgres', qq{
 # another key gets a server connection while the first request is still open
 my ($other, $other_err, $timed_out);
 $bouncer->psql('postgres',
-	q{SELECT outcome FROM idempotency.idempotent_begin('other-1')},
+	q{SELECT outcome FROM idempotency.idempotent_begin('other-1', external => true)},
 	stdout => \$other, stderr => \$other_err,
 	timeout => $PostgreSQL::Test::Utils::timeout_default, timed_out => \$timed_out);
 ok(!$timed_out, 'another key is not stuck behind the storm');
@@ -148,7 +148,7 @@ $holder->query_safe(q{
 });
 @dups = map {
 	through_bouncer(q{SELECT outcome || ' ' || response::text
-						FROM idempotency.idempotent_begin('slow-1', request => '{"amount": 10}')})
+						FROM idempotency.idempotent_begin('slow-1', request => '{"amount": 10}', external => true)})
 } 1 .. $storm;
 is(collect(@dups), "replay {\"charged\": 10} x $storm", 'after the first commits, the retries replay');
 $holder->quit;

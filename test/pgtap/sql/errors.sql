@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(25);
+SELECT plan(27);
 
 -- 400: bad input
 SELECT throws_ok($$SELECT ''::idempotency.key$$, '22P02', NULL, 'empty key: 22P02');
@@ -18,6 +18,8 @@ SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', ttl => '0')$$, '2202
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', lease => '-1 s')$$, '22023', NULL, 'negative lease: 22023');
 SELECT is((SELECT lease_until = expires_at FROM idempotency.idempotent_begin('k-clamped', ttl => '1 s', lease => '1 min')), true, 'lease longer than ttl: clamped to ttl');
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', scope => repeat('s', 256))$$, '22023', NULL, 'scope too long: 22023');
+SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', defer_claim => true, external => true)$$, '22023', NULL, 'deferred claim for work outside the database: 22023');
+SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', external => NULL)$$, '22004', NULL, 'NULL external: 22004');
 SELECT throws_ok($$SELECT idempotency.make_key('a', 'b:c', 'd')$$, '22023', NULL, 'make_key part with a colon: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('', 'b', 'd')$$, '22023', NULL, 'make_key empty part: 22023');
 SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '[]')$$, '22023', NULL, 'headers not an object: 22023');

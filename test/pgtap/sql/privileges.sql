@@ -15,7 +15,7 @@ SELECT table_privs_are('idempotency', 'registry', 'public', ARRAY[]::text[], 'PU
 SELECT table_privs_are('idempotency', 'registry', 'regress_app', ARRAY[]::text[], 'even a granted role cannot touch the registry');
 SELECT table_privs_are('idempotency', 'my_records', 'regress_nobody', ARRAY[]::text[], 'my_records is not open to PUBLIC');
 SELECT table_privs_are('idempotency', 'my_records', 'regress_app', ARRAY['SELECT'], 'grant_usage gives SELECT on my_records only');
-SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'],
+SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_begin is revoked from PUBLIC');
 SELECT function_privs_are('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_finish is revoked from PUBLIC');
@@ -23,7 +23,7 @@ SELECT function_privs_are('idempotency', 'idempotent_abandon', ARRAY['text', 'te
 	'regress_nobody', ARRAY[]::text[], 'idempotent_abandon is revoked from PUBLIC');
 SELECT function_privs_are('idempotency', 'grant_usage', ARRAY['regrole'],
 	'regress_app', ARRAY[]::text[], 'grant_usage is for administrators only');
-SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'],
+SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean'],
 	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on idempotent_begin');
 SELECT function_privs_are('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'],
 	'regress_nobody', ARRAY['EXECUTE'], 'pure functions of the key type stay open to all');

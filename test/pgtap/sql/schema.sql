@@ -61,11 +61,11 @@ SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_o
 SELECT tables_are('idempotency', ARRAY['inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
 	'the extension defines exactly these tables');
 
-SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean']);
+SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean']);
 SELECT is((SELECT array_agg(n || ' ' || format_type(t, NULL) ORDER BY o)
 			 FROM pg_proc AS p,
 				  unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a(n, t, m, o)
-			WHERE p.oid = 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean)'::regprocedure
+			WHERE p.oid = 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)'::regprocedure
 			  AND m = 'o'),
 	ARRAY['outcome text', 'status text', 'response jsonb', 'attempt integer', 'expires_at timestamp with time zone',
 		  'lease_until timestamp with time zone', 'status_code integer', 'body bytea', 'headers jsonb',
@@ -88,7 +88,7 @@ SELECT has_function('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'te
 SELECT has_function('idempotency', 'parse_key', ARRAY['text']);
 SELECT function_returns('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'idempotency.key');
 SELECT volatility_is('idempotency', 'make_key', ARRAY['text', 'text', 'text', 'text'], 'immutable');
-SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean'], 'volatile');
+SELECT volatility_is('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean'], 'volatile');
 
 SELECT has_opclass('idempotency', 'key_ops', 'a btree operator class for keys');
 SELECT has_opclass('idempotency', 'key_hash_ops', 'a hash operator class for keys');

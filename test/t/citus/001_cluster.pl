@@ -116,7 +116,7 @@ $coord->safe_psql('postgres', q{
 	SELECT idempotency.grant_usage('app_before');
 	SET ROLE app_before;
 	BEGIN;
-	SELECT idempotency.idempotent_begin('from-before');
+	SELECT idempotency.idempotent_begin('from-before', external => true);
 	SELECT idempotency.idempotent_finish('from-before', '{"kept": true}');
 	COMMIT;
 	RESET ROLE;
@@ -129,14 +129,14 @@ my $status = q{SELECT string_agg(concat_ws(' ', object, distribution, distribute
 				 FROM idempotency.citus_status()};
 my $expected = join("\n",
 	'idempotency.citus_idempotent_abandon(idempotency.key,text,integer) distributed key',
-	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean) distributed key',
+	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean,boolean) distributed key',
 	'idempotency.citus_idempotent_checkpoint(idempotency.key,text,jsonb,text,integer) distributed key',
 	'idempotency.citus_idempotent_finish(idempotency.key,jsonb,text,integer,boolean,integer,bytea,interval,jsonb) distributed key',
 	'idempotency.citus_idempotent_renew(idempotency.key,interval,text,integer) distributed key',
 	'idempotency.citus_lookup(idempotency.key,text,jsonb) distributed key',
 	'idempotency.consume_token(text,text) distributed token',
 	'idempotency.idempotent_abandon(text,text,integer) distributed key',
-	'idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean) distributed key',
+	'idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean,boolean) distributed key',
 	'idempotency.idempotent_checkpoint(text,text,jsonb,text,integer) distributed key',
 	'idempotency.idempotent_finish(text,jsonb,text,integer,boolean,integer,bytea,interval,jsonb) distributed key',
 	'idempotency.idempotent_renew(text,interval,text,integer) distributed key',
@@ -173,7 +173,7 @@ $coord->safe_psql('postgres', q{
 
 is( $coord->safe_psql('postgres', q{
 	SET ROLE app_before;
-	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('from-before')}),
+	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('from-before', external => true)}),
 	'replay {"kept": true}', 'a record made before the setup replays after it');
 
 # --- the API through the coordinator, callers' SQL unchanged -----------------
@@ -194,7 +194,7 @@ $coord->safe_psql('postgres', q{
 		answer jsonb;
 	BEGIN
 		b := idempotency.idempotent_begin(k, 'payments',
-				 request => jsonb_build_object('order', order_id, 'amount', amount));
+				 request => jsonb_build_object('order', order_id, 'amount', amount), external => true);
 		IF b.outcome = 'replay' THEN
 			RETURN b.response;
 		ELSIF b.outcome = 'in_progress' THEN
@@ -232,18 +232,18 @@ for my $role (qw(app_before app_after))
 	# top-level calls, which Citus runs on the key's node
 	is( $coord->safe_psql('postgres', qq{
 		SET ROLE $role;
-		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
-		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
+		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}', external => true);
+		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}', external => true);
 		SELECT idempotency.idempotent_finish('$role-direct', '{"done": 1}',
 			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-direct'));
-		SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}');
-		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned');
+		SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 1}', external => true);
+		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned', external => true);
 		SELECT idempotency.idempotent_abandon('$role-abandoned',
 			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-abandoned'));
-		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned');
+		SELECT outcome FROM idempotency.idempotent_begin('$role-abandoned', external => true);
 		SELECT idempotency.idempotent_finish('$role-abandoned', '{"error": "declined"}', failed => true,
 			attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = '$role-abandoned'));
-		SELECT outcome || ' ' || status FROM idempotency.idempotent_begin('$role-abandoned');
+		SELECT outcome || ' ' || status FROM idempotency.idempotent_begin('$role-abandoned', external => true);
 	}),
 		qq{execute
 in_progress
@@ -257,7 +257,7 @@ replay failed}, "$role: begin, in_progress, finish, replay, abandon and failed o
 
 	($ret, $out, $err) = $coord->psql('postgres', qq{
 		SET ROLE $role;
-		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 2}');
+		SELECT outcome FROM idempotency.idempotent_begin('$role-direct', request => '{"n": 2}', external => true);
 	}, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	like($err, qr/ERROR:  IK001:/,
 		"$role: a request mismatch keeps its SQLSTATE through Citus");
@@ -266,14 +266,14 @@ replay failed}, "$role: begin, in_progress, finish, replay, abandon and failed o
 # take-over with fencing: attempts only grow, the superseded one is refused
 $coord->safe_psql('postgres', q{
 	SET ROLE app_before;
-	SELECT idempotency.idempotent_begin('lapsed');
+	SELECT idempotency.idempotent_begin('lapsed', external => true);
 	RESET ROLE;
 	UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'lapsed';
 });
 ($ret, $out, $err) = $coord->psql('postgres', q{
 	SET ROLE app_before;
 	SELECT attempt AS first FROM idempotency.my_records WHERE key = 'lapsed' \gset
-	SELECT outcome, attempt > :first FROM idempotency.idempotent_begin('lapsed');
+	SELECT outcome, attempt > :first FROM idempotency.idempotent_begin('lapsed', external => true);
 	SELECT idempotency.idempotent_finish('lapsed', '{}', attempt => :first);
 }, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 is($out, 'execute|t', 'a lapsed lease is taken over with a greater attempt');
@@ -284,7 +284,7 @@ is( $coord->safe_psql('postgres', q{
 	SET ROLE app_after;
 	SELECT idempotency.issue_token('checkout') AS t \gset
 	SELECT idempotency.consume_token(:'t', 'checkout'), idempotency.consume_token(:'t', 'checkout');
-	SELECT outcome FROM idempotency.idempotent_begin(idempotency.issue_token(), require_token => true);
+	SELECT outcome FROM idempotency.idempotent_begin(idempotency.issue_token(), require_token => true, external => true);
 }), "t|f\nexecute", 'tokens: consumed once; require_token finds the token beside the record');
 
 # --- the views for granted roles -----------------------------------------------
@@ -303,7 +303,7 @@ like($err, qr/permission denied for table registry/, 'the registry itself stays 
 is( $workers[1]->safe_psql('postgres', q{
 	SET ROLE app_before;
 	SELECT count(*) FROM idempotency.my_records WHERE key = 'from-before';
-	SELECT outcome FROM idempotency.idempotent_begin('from-before');
+	SELECT outcome FROM idempotency.idempotent_begin('from-before', external => true);
 }), "1\nreplay", 'on a worker too: the view and the API work for the granted role');
 
 # --- the inbox's batch ------------------------------------------------------------
@@ -347,7 +347,7 @@ is( $coord->safe_psql('postgres', q{
 # --- the cleanup by hand ------------------------------------------------------
 
 $coord->safe_psql('postgres', q{
-	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('old-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 300) AS i;
 	SELECT count(*) FROM idempotency.inbox_receive_batch('old', ARRAY(SELECT 'old-' || i FROM generate_series(1, 150) AS i));
 	SELECT count(idempotency.issue_token('old')) FROM generate_series(1, 50);
@@ -520,7 +520,7 @@ sub steps
 {
 	my ($key, $amount) = @_;
 	return qq{
-		SELECT outcome FROM idempotency.idempotent_begin('$key', 'payments');
+		SELECT outcome FROM idempotency.idempotent_begin('$key', 'payments', external => true);
 		INSERT INTO public.ledger VALUES ('$key', $amount);
 		SELECT idempotency.idempotent_finish('$key', '{"charged": $amount}', 'payments');
 	};
@@ -535,7 +535,7 @@ my $session = $coord->background_psql('postgres', on_error_stop => 0);
 $session->query_safe(qq{
 	SET ROLE app_before;
 	BEGIN;
-	SELECT outcome FROM idempotency.idempotent_begin('$key_a', 'payments');
+	SELECT outcome FROM idempotency.idempotent_begin('$key_a', 'payments', external => true);
 	INSERT INTO public.ledger VALUES ('$key_a', 1);
 });
 $victim->stop('immediate');
@@ -597,9 +597,9 @@ ok($victim->poll_query_until('postgres', 'SELECT count(*) = 0 FROM pg_prepared_x
 	'two-phase commit recovery commits the prepared transaction on the restarted worker');
 is( $coord->safe_psql('postgres', qq{
 	SET ROLE app_before;
-	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_c', 'payments');
-	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_d', 'payments');
-	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_a', 'payments');
+	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_c', 'payments', external => true);
+	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_d', 'payments', external => true);
+	SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('$key_a', 'payments', external => true);
 }), qq{replay {"charged": 2}
 replay {"charged": 3}
 replay {"charged": 1}}, 'every acknowledged result replays');
@@ -620,7 +620,7 @@ is( $coord->safe_psql('lonely', q{
 }), 'f|0|0', 'a database whose Citus has no node: not citus_is_coordinator(), but group 0');
 $coord->safe_psql('lonely', q{
 	SELECT idempotency.citus_setup();
-	SELECT count(idempotency.idempotent_begin(('lonely-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('lonely-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 120) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60;
 });
@@ -629,7 +629,7 @@ is($coord->safe_psql('lonely', q{SELECT distribution FROM idempotency.citus_stat
 is($coord->safe_psql('lonely', 'SELECT idempotency.cleanup(50), idempotency.cleanup(50), idempotency.cleanup(50)'),
 	'50|50|20', 'cleanup() deletes from the local shards, one bounded batch at a time');
 $coord->safe_psql('lonely', q{
-	SELECT count(idempotency.idempotent_begin(('lonely-bg-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('lonely-bg-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 30) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60;
 });
@@ -637,7 +637,7 @@ $coord->safe_psql('lonely', q{
 # --- the background cleanup: every node, once per cluster ---------------------
 
 $coord->safe_psql('postgres', q{
-	SELECT count(idempotency.idempotent_begin(('bg-' || i)::idempotency.key, ttl => '1 hour'))
+	SELECT count(idempotency.idempotent_begin(('bg-' || i)::idempotency.key, ttl => '1 hour', external => true))
 	  FROM generate_series(1, 200) AS i;
 	UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 60 WHERE key::text LIKE 'bg-%';
 });

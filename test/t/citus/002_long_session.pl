@@ -35,18 +35,18 @@ my $s = $coord->background_psql('postgres', on_error_stop => 0);
 my @steps = (
 	[ 'begin and finish',
 	  q{BEGIN;
-		SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}');
+		SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}', external => true);
 		SELECT idempotency.idempotent_finish('ls-1', '{"ok": 1}', 'pay');
 		COMMIT},
 	  "execute\ncompleted" ],
-	[ 'replay', q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}')},
+	[ 'replay', q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}', external => true)},
 	  'replay' ],
 	[ 'a deferred claim',
 	  q{BEGIN;
 		SELECT outcome FROM idempotency.idempotent_begin('ls-2', 'pay', defer_claim => true);
 		SELECT idempotency.idempotent_finish('ls-2', '{"ok": 2}', 'pay');
 		COMMIT;
-		SELECT outcome FROM idempotency.idempotent_begin('ls-2', 'pay')},
+		SELECT outcome FROM idempotency.idempotent_begin('ls-2', 'pay', external => true)},
 	  "execute\ncompleted\nreplay" ],
 	[ 'lookup', q{SELECT status FROM idempotency.lookup('ls-1', 'pay')}, 'completed' ],
 	[ 'my_records', q{SELECT count(*) FROM idempotency.my_records WHERE scope = 'pay'}, '2' ],
@@ -82,7 +82,7 @@ my @steps = (
 		SELECT status FROM public.ls_orders WHERE id = 1},
 	  'paid' ],
 	[ 'still the same backend, still working',
-	  q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}')},
+	  q{SELECT outcome FROM idempotency.idempotent_begin('ls-1', 'pay', '{"a": 1}', external => true)},
 	  'replay' ],);
 my $pid = $s->query_safe('SELECT pg_backend_pid()');
 for my $step (@steps)
@@ -127,7 +127,7 @@ sub memory
 my $requests = q{DO $$
 	BEGIN
 		FOR i IN 1 .. 300 LOOP
-			PERFORM idempotency.idempotent_begin('mem-' || pg_catalog.gen_random_uuid(), 'pay');
+			PERFORM idempotency.idempotent_begin('mem-' || pg_catalog.gen_random_uuid(), 'pay', external => true);
 		END LOOP;
 	END $$};
 $s->query_safe($requests);

@@ -194,6 +194,23 @@ is($coord->safe_psql('postgres', q{
 	'c-1=7 by app_a, c-2=7 by app_a, h-1=5 by app_a',
 	'one business row per key, written as the caller');
 
+# a claim left open, without external => true: the worker refuses the
+# COMMIT (its error reaches the caller as a warning, then Citus' own error),
+# and neither the claim nor the business row commits there
+($ret, $out, $err) = $coord->psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('c-open');
+	INSERT INTO charges (key, amount) VALUES ('c-open', 7);
+	COMMIT;
+});
+like($err, qr/WARNING:  idempotency key "c-open" in scope "" was claimed but not finished.*ERROR:  could not commit transaction/s,
+	'a claim not finished in its transaction fails the commit through the coordinator');
+is($coord->safe_psql('postgres', q{
+	SELECT (SELECT count(*) FROM idempotency.registry WHERE key = 'c-open') || ' '
+		   || (SELECT count(*) FROM charges WHERE key = 'c-open')}),
+	'0 0', 'and nothing of it committed on the worker: neither the claim nor the business row');
+
 # a counter that sees two-phase commits: a transaction over both workers
 my %key_on;
 for my $i (1 .. 50)
@@ -370,7 +387,7 @@ is($coord->safe_psql('postgres', q{SET ROLE app_a; SELECT response ->> 'by' FROM
 	'a', 'the owner\'s answer stands');
 
 # pre-claim: app_b claims a key first; app_a's request still executes
-$coord->safe_psql('postgres', q{SET ROLE app_b; SELECT idempotency.idempotent_begin('pre');});
+$coord->safe_psql('postgres', q{SET ROLE app_b; SELECT idempotency.idempotent_begin('pre', external => true);});
 is($coord->safe_psql('postgres', q{SET ROLE app_a; SELECT pay('pre', 9)}),
 	'{"charged": 9}', 'a key claimed by another role first is not taken from this one');
 
@@ -393,7 +410,7 @@ for my $node ($coord, @workers)
 for my $node ($coord, @workers)
 {
 	($ret, $out, $err) = $node->psql('postgres',
-		q{SET ROLE mallory; SELECT idempotency.citus_idempotent_begin('m', '', NULL, '1 day', NULL, true, false, NULL, false)});
+		q{SET ROLE mallory; SELECT idempotency.citus_idempotent_begin('m', '', NULL, '1 day', NULL, true, false, NULL, false, false)});
 	like($err, qr/permission denied for function citus_idempotent_begin/,
 		'a role without the API cannot call a delegate on ' . $node->name);
 }
@@ -410,7 +427,7 @@ is($coord->safe_psql('postgres', q{
 	SET ROLE app_a;
 	SET search_path = trap, public;
 	BEGIN;
-	SELECT outcome FROM idempotency.idempotent_begin('planted-1');
+	SELECT outcome FROM idempotency.idempotent_begin('planted-1', external => true);
 	COMMIT;
 }), 'execute', 'objects planted on the caller\'s search_path are not called');
 

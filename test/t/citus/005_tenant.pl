@@ -63,7 +63,7 @@ is($coord->safe_psql('postgres', q{
 	SELECT string_agg(object || ' ' || distributed_by, ', ' ORDER BY object)
 	  FROM idempotency.citus_status()
 	 WHERE kind = 'function' AND object LIKE '%begin%'}),
-	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean) scope, idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean) scope',
+	'idempotency.citus_idempotent_begin(idempotency.key,text,jsonb,interval,interval,boolean,boolean,interval,boolean,boolean) scope, idempotency.idempotent_begin(text,text,jsonb,interval,interval,boolean,boolean,interval,boolean,boolean) scope',
 	'the API and its delegates by their scope');
 
 $coord->safe_psql('postgres', q{SELECT idempotency.citus_setup(distribute_by => 'scope')});
@@ -94,7 +94,7 @@ $coord->safe_psql('postgres', q{
 		b record;
 		result jsonb;
 	BEGIN
-		b := idempotency.idempotent_begin(k, scope => tenant);
+		b := idempotency.idempotent_begin(k, scope => tenant, external => true);
 		IF b.outcome <> 'execute' THEN
 			RETURN b.response;
 		END IF;
@@ -125,7 +125,7 @@ is($coord->safe_psql('postgres', q{
 	SET client_min_messages = log;
 	SET ROLE app;
 	BEGIN;
-	SELECT outcome FROM idempotency.idempotent_begin('c-1', 'globex');
+	SELECT outcome FROM idempotency.idempotent_begin('c-1', 'globex', external => true);
 	INSERT INTO orders VALUES ('globex', 'c-1', 5);
 	SELECT idempotency.idempotent_finish('c-1', '{}', 'globex');
 	COMMIT;
@@ -139,7 +139,7 @@ unlike($err, qr/PREPARE TRANSACTION/, 'committed without PREPARE TRANSACTION');
 my $token = $coord->safe_psql('postgres', q{SET ROLE app; SELECT idempotency.issue_token('acme')});
 is($coord->safe_psql('postgres', qq{
 	SET ROLE app;
-	SELECT outcome FROM idempotency.idempotent_begin('$token', 'acme', require_token => true);
+	SELECT outcome FROM idempotency.idempotent_begin('$token', 'acme', require_token => true, external => true);
 	SELECT idempotency.consume_token('$token', 'acme');
 }), "execute\nf", 'a token of the tenant is found by require_token and consumed by it');
 

@@ -68,7 +68,7 @@ sub checks
 	# in the claim's own transaction, the attempt implied
 	is(app($db, q{
 		BEGIN;
-		SELECT outcome FROM idempotency.idempotent_begin('rp-1', 'pay', '{"amount": 1}', lease => '1 hour');
+		SELECT outcome FROM idempotency.idempotent_begin('rp-1', 'pay', '{"amount": 1}', lease => '1 hour', external => true);
 		SELECT idempotency.idempotent_checkpoint('rp-1', 'customer_created', '{"customer": "c_1"}', 'pay');
 		COMMIT;}),
 		"execute\ncustomer_created", "$db: a recovery point in the claim's transaction");
@@ -96,7 +96,7 @@ sub checks
 		q{UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'rp-1'});
 	is(app($db, q{
 		SELECT outcome || ' ' || previous_end || ' ' || recovery_point
-		  FROM idempotency.idempotent_begin('rp-1', 'pay', '{"amount": 1}')}),
+		  FROM idempotency.idempotent_begin('rp-1', 'pay', '{"amount": 1}', external => true)}),
 		'execute lease_expired charged', "$db: a take-over answers with the recovery point");
 	my ($ret, $out, $err) = $coord->psql($db, qq{
 		SET ROLE app;
