@@ -68,6 +68,8 @@ for n in coord worker1 worker2; do
 		echo "max_prepared_transactions = 200"
 		# two-phase commits stay in pg_dist_transaction until counted
 		echo "citus.recover_2pc_interval = -1"
+		# where the handed-over functions ran (pg_stat_user_functions)
+		echo "track_functions = all"
 		for s in "${settings[@]}"; do echo "$s"; done
 	} >>"$citus_dir/$n/postgresql.conf"
 	as_postgres pg_ctl -D "$citus_dir/$n" -l "$citus_dir/$n.log" -w start >/dev/null
@@ -89,6 +91,22 @@ psql_citus 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $citus_port)" \
 	-c "SELECT citus_add_node('127.0.0.1', $((citus_port + 2)))" \
 	-c "CREATE EXTENSION idempotency" -c "SELECT idempotency.citus_setup()" >/dev/null
 psql_citus 0 -v replay_keys="$replay_keys" -f "$top/bench/citus_bench.sql" >/dev/null
+
+# calls FUNCTION NODE...: how many calls of FUNCTION ran on those nodes
+# (port offsets), once their sessions have ended and reported them
+calls() {
+	local fn=$1 total=0 offset
+	shift
+	for offset in "$@"; do
+		total=$((total + $(psql_citus "$offset" -Atc "SELECT coalesce(sum(calls), 0) FROM pg_catalog.pg_stat_user_functions WHERE funcname = '$fn'")))
+	done
+	echo "$total"
+}
+declare -A calls_before
+for fn in citus_idempotent_begin deleg_claim; do
+	calls_before[$fn,coordinator]=$(calls "$fn" 0)
+	calls_before[$fn,workers]=$(calls "$fn" 1 2)
+done
 
 scripts=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
 chmod 755 "$scripts"
@@ -154,6 +172,21 @@ rows=$(psql_citus 0 -Atc "SELECT count(*) FROM deleg_charges WHERE key NOT LIKE 
 records=$(psql_citus 0 -Atc "SELECT count(*) FROM deleg_keys WHERE key NOT LIKE 'r%'")
 echo "   by hand, handed over: $rows charges for $records executed keys"
 [ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
+
+# the calls were handed over: each request's claim ran on the key's worker,
+# none on the coordinator (a session reports its calls when it ends)
+for v in "citus_idempotent_begin bench_pay" "deleg_claim deleg_pay"; do
+	read -r fn variant <<<"$v"
+	want=$(( ${requests[execute_$variant]} + ${requests[replay_$variant]} ))
+	for _ in $(seq 30); do
+		ran=$(( $(calls "$fn" 1 2) - ${calls_before[$fn,workers]} ))
+		[ "$ran" -ge "$want" ] && break
+		sleep 1
+	done
+	here=$(( $(calls "$fn" 0) - ${calls_before[$fn,coordinator]} ))
+	echo "   $fn: $ran calls on the workers, $here on the coordinator, for $want requests"
+	[ "$ran" -ge "$want" ] && [ "$here" = 0 ] || { echo "bench/citus.sh: $fn was not handed over" >&2; exit 1; }
+done
 
 echo
 echo "==> ratios, extension / by hand (a 3-node cluster on one machine, as role app)"

@@ -60,7 +60,10 @@ END $$;
 
 -- by hand, handed over: the same statements as hand_pay's, in two PL/pgSQL
 -- functions distributed with force_delegation, co-located with their own
--- tables: what handing a call to the key's worker costs by itself
+-- tables: what handing a call to the key's worker costs by itself.  Citus
+-- hands a call over only from a FROM clause: a call in a PL/pgSQL
+-- expression (claim := deleg_claim(k), PERFORM deleg_store(...)) runs on
+-- the coordinator.  bench/citus.sh checks where they ran.
 CREATE TABLE deleg_keys (key text PRIMARY KEY, status text NOT NULL, response jsonb,
 						 created_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE deleg_charges (key text PRIMARY KEY, amount int NOT NULL);
@@ -97,13 +100,13 @@ DECLARE
 	claim jsonb;
 	result jsonb;
 BEGIN
-	claim := deleg_claim(k);
+	SELECT c INTO claim FROM deleg_claim(k) AS c;
 	IF NOT (claim->>'claimed')::boolean THEN
 		RETURN claim->'response';
 	END IF;
 	INSERT INTO deleg_charges VALUES (k, amount);
 	result := jsonb_build_object('charged', amount);
-	PERFORM deleg_store(k, result);
+	PERFORM FROM deleg_store(k, result);
 	RETURN result;
 END $$;
 

@@ -24,8 +24,10 @@
 /*
  * The registry's columns, in the table's order (the install script's CREATE
  * TABLE idempotency.registry is the only other place that lists them all).
- * X(name, type, ends, since): ends says whether ending a claim (finish or
- * abandon) writes the column; since is the version of the SQL objects whose
+ * X(name, type, claim, ends, since): claim says whether a fresh claim can
+ * hold a value in the column (the others it leaves NULL: the answer and the
+ * recovery point); ends whether ending a claim (finish or abandon) writes
+ * the column; since is the version of the SQL objects whose
  * scripts added it.  Every statement that writes a whole record (a claim, a
  * reclaim, a deferred claim's finish), every read of one and the answers of
  * idempotent_begin and lookup are built from this list, so a column added
@@ -41,24 +43,24 @@
  * resumes after that step, and any new claim of the record resets them.
  */
 #define REGISTRY_COLUMNS(X) \
-	X(owner, TEXTOID, false, IDEMPOTENCY_SQL_1_0) \
-	X(scope, TEXTOID, false, IDEMPOTENCY_SQL_1_0) \
-	X(key, SQL_KEYTYPE, false, IDEMPOTENCY_SQL_1_0) \
-	X(status, TEXTOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(attempt, INT4OID, false, IDEMPOTENCY_SQL_1_0) \
-	X(fingerprint, BYTEAOID, false, IDEMPOTENCY_SQL_1_0) \
-	X(response, JSONBOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(status_code, INT4OID, true, IDEMPOTENCY_SQL_1_0) \
-	X(body, BYTEAOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(headers, JSONBOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(created_at, TIMESTAMPTZOID, false, IDEMPOTENCY_SQL_1_0) \
-	X(updated_at, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(lease_until, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(expires_at, TIMESTAMPTZOID, true, IDEMPOTENCY_SQL_1_0) \
-	X(recovery_point, TEXTOID, false, IDEMPOTENCY_SQL_1_1) \
-	X(recovery_state, JSONBOID, false, IDEMPOTENCY_SQL_1_1)
+	X(owner, TEXTOID, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(scope, TEXTOID, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(key, SQL_KEYTYPE, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(status, TEXTOID, true, true, IDEMPOTENCY_SQL_1_0) \
+	X(attempt, INT4OID, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(fingerprint, BYTEAOID, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(response, JSONBOID, false, true, IDEMPOTENCY_SQL_1_0) \
+	X(status_code, INT4OID, false, true, IDEMPOTENCY_SQL_1_0) \
+	X(body, BYTEAOID, false, true, IDEMPOTENCY_SQL_1_0) \
+	X(headers, JSONBOID, false, true, IDEMPOTENCY_SQL_1_0) \
+	X(created_at, TIMESTAMPTZOID, true, false, IDEMPOTENCY_SQL_1_0) \
+	X(updated_at, TIMESTAMPTZOID, true, true, IDEMPOTENCY_SQL_1_0) \
+	X(lease_until, TIMESTAMPTZOID, true, true, IDEMPOTENCY_SQL_1_0) \
+	X(expires_at, TIMESTAMPTZOID, true, true, IDEMPOTENCY_SQL_1_0) \
+	X(recovery_point, TEXTOID, false, false, IDEMPOTENCY_SQL_1_1) \
+	X(recovery_state, JSONBOID, false, false, IDEMPOTENCY_SQL_1_1)
 
-#define REGISTRY_COLUMN_ENUM(name, type, ends, since) RC_##name,
+#define REGISTRY_COLUMN_ENUM(name, type, claim, ends, since) RC_##name,
 typedef enum RegistryColumn
 {
 	REGISTRY_COLUMNS(REGISTRY_COLUMN_ENUM)

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(40);
+SELECT plan(41);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -23,6 +23,8 @@ SELECT col_is_pk('idempotency', 'registry', ARRAY['key', 'scope', 'owner'], 'the
 SELECT is((SELECT count(*)::int FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 	WHERE c.oid = 'idempotency.registry'::regclass AND a.attnum > 0 AND (a.attidentity <> '' OR pg_get_serial_sequence('idempotency.registry', a.attname) IS NOT NULL)),
 	0, 'no serial or identity columns');
+SELECT is((SELECT count(*)::int FROM pg_attrdef WHERE adrelid = 'idempotency.registry'::regclass),
+	0, 'no column has a default: a fresh claim leaves out the columns it holds NULL');
 SELECT is((SELECT collname FROM pg_collation WHERE oid = (SELECT attcollation FROM pg_attribute WHERE attrelid = 'idempotency.registry'::regclass AND attname = 'owner')),
 	'C', 'owner compares bytewise');
 SELECT is((SELECT collname FROM pg_collation WHERE oid = (SELECT attcollation FROM pg_attribute WHERE attrelid = 'idempotency.registry'::regclass AND attname = 'scope')),
