@@ -16,7 +16,10 @@
 # distributed by the key and co-located with its business table (hand_pay);
 # and the hand-written statements again, with the claim and the store each in
 # a PL/pgSQL function distributed with force_delegation (deleg_pay), to show
-# what handing a call to the key's worker costs by itself.
+# what handing a call to the key's worker costs by itself; and both handlers
+# distributed by the key with force_delegation (bench_pay_w, hand_pay_w), so
+# that the whole request runs on the key's worker.  It checks that every
+# handed-over call ran on a worker and none on the coordinator.
 # It also counts the two-phase commits each variant made: the coordinator
 # keeps a row in pg_dist_transaction per worker of each two-phase commit
 # (recovery is held off during the run), reported per request.
@@ -103,7 +106,7 @@ calls() {
 	echo "$total"
 }
 declare -A calls_before
-for fn in citus_idempotent_begin deleg_claim; do
+for fn in citus_idempotent_begin deleg_claim bench_pay_w hand_pay_w; do
 	calls_before[$fn,coordinator]=$(calls "$fn" 0)
 	calls_before[$fn,workers]=$(calls "$fn" 1 2)
 done
@@ -114,6 +117,15 @@ for fn in bench_pay hand_pay deleg_pay; do
 	printf '\\set id random(1, 1000000000000)\nSELECT %s(:client_id || %s || :id, 1);\n' "$fn" "'-'" >"$scripts/execute_$fn.sql"
 	printf '\\set id random(1, %d)\nSELECT %s(%s || :id, 1);\n' "$replay_keys" "$fn" "'r'" >"$scripts/replay_$fn.sql"
 done
+# a handler handed over is called as Citus hands a call over: from a FROM
+# clause, with the key of the distribution argument's type
+for fn in bench_pay_w hand_pay_w; do
+	type=text
+	[ "$fn" = bench_pay_w ] && type=idempotency.key
+	printf '\\set id random(1, 1000000000000)\nSELECT * FROM %s((:client_id || %s || :id)::%s, 1);\n' "$fn" "'-'" "$type" >"$scripts/execute_$fn.sql"
+	printf '\\set id random(1, %d)\nSELECT * FROM %s((%s || :id)::%s, 1);\n' "$replay_keys" "$fn" "'r'" "$type" >"$scripts/replay_$fn.sql"
+done
+variants="bench_pay hand_pay deleg_pay bench_pay_w hand_pay_w"
 chmod 644 "$scripts"/*.sql
 
 # twopc: two-phase commits so far (distinct distributed transactions in
@@ -139,7 +151,7 @@ echo "==> pgbench as role app through the coordinator: $clients clients, $second
 declare -A all requests twophase
 for round in $(seq "$rounds"); do
 	for p in $paths; do
-		for fn in bench_pay hand_pay deleg_pay; do
+		for fn in $variants; do
 			read -r t n c <<<"$(run "${p}_$fn")"
 			all[${p}_$fn]="${all[${p}_$fn]:-} $t"
 			requests[${p}_$fn]=$(( ${requests[${p}_$fn]:-0} + n ))
@@ -151,7 +163,7 @@ rm -rf "$scripts"
 
 declare -A r
 for p in $paths; do
-	for fn in bench_pay hand_pay deleg_pay; do
+	for fn in $variants; do
 		v=${p}_$fn
 		r[$v]=$(median ${all[$v]})
 		printf '   %-18s median %8.0f tps   (runs:%s)   %d two-phase commits in %d requests\n' \
@@ -173,9 +185,11 @@ records=$(psql_citus 0 -Atc "SELECT count(*) FROM deleg_keys WHERE key NOT LIKE 
 echo "   by hand, handed over: $rows charges for $records executed keys"
 [ "$rows" = "$records" ] || { echo "bench/citus.sh: charges and keys differ" >&2; exit 1; }
 
-# the calls were handed over: each request's claim ran on the key's worker,
-# none on the coordinator (a session reports its calls when it ends)
-for v in "citus_idempotent_begin bench_pay" "deleg_claim deleg_pay"; do
+# the calls were handed over: each request's claim (or handler) ran on the
+# key's worker, none on the coordinator (a session reports its calls when it
+# ends)
+for v in "citus_idempotent_begin bench_pay" "deleg_claim deleg_pay" "bench_pay_w bench_pay_w" \
+	"hand_pay_w hand_pay_w"; do
 	read -r fn variant <<<"$v"
 	want=$(( ${requests[execute_$variant]} + ${requests[replay_$variant]} ))
 	for _ in $(seq 30); do
@@ -188,16 +202,20 @@ for v in "citus_idempotent_begin bench_pay" "deleg_claim deleg_pay"; do
 	[ "$ran" -ge "$want" ] && [ "$here" = 0 ] || { echo "bench/citus.sh: $fn was not handed over" >&2; exit 1; }
 done
 
+# ratios TITLE NUMERATOR DENOMINATOR: a ratio per path, with the numerator's
+# two-phase commits per request
+ratios() {
+	echo "==> $1"
+	for p in $paths; do
+		printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
+			"$(ratio "${r[${p}_$2]}" "${r[${p}_$3]}")" \
+			"$(awk -v c="${twophase[${p}_$2]}" -v n="${requests[${p}_$2]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
+	done
+}
 echo
-echo "==> ratios, extension / by hand (a 3-node cluster on one machine, as role app)"
-for p in $paths; do
-	printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
-		"$(ratio "${r[${p}_bench_pay]}" "${r[${p}_hand_pay]}")" \
-		"$(awk -v c="${twophase[${p}_bench_pay]}" -v n="${requests[${p}_bench_pay]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
-done
-echo "==> what handing a call over costs by itself: by hand, handed over / by hand"
-for p in $paths; do
-	printf '   %-8s %sx   two-phase commits per request: %s\n' "$p" \
-		"$(ratio "${r[${p}_deleg_pay]}" "${r[${p}_hand_pay]}")" \
-		"$(awk -v c="${twophase[${p}_deleg_pay]}" -v n="${requests[${p}_deleg_pay]}" 'BEGIN { printf "%.3f", n ? c / n : 0 }')"
-done
+ratios "extension / by hand (a 3-node cluster on one machine, as role app)" bench_pay hand_pay
+ratios "what handing a call over costs by itself: by hand, handed over / by hand" deleg_pay hand_pay
+ratios "extension / by hand, handed over (both hand their calls to the key's worker)" bench_pay deleg_pay
+ratios "the whole handler handed over: extension / by hand (both handlers run on the key's worker)" \
+	bench_pay_w hand_pay_w
+ratios "the whole handler handed over / the calls handed over, for the extension" bench_pay_w bench_pay

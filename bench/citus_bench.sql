@@ -110,8 +110,50 @@ BEGIN
 	RETURN result;
 END $$;
 
+-- the whole handler handed over: bench_pay and hand_pay again, distributed
+-- by the key with force_delegation, each in its tables' co-location group;
+-- the call runs on the key's worker, and its statements there
+CREATE FUNCTION bench_pay_w(k idempotency.key, amount int) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+	b record;
+	result jsonb;
+	status text;
+BEGIN
+	b := idempotency.idempotent_begin(k::text);
+	IF b.outcome <> 'execute' THEN
+		RETURN b.response;
+	END IF;
+	INSERT INTO bench_charges VALUES (k, amount);
+	result := jsonb_build_object('charged', amount);
+	status := idempotency.idempotent_finish(k::text, result, attempt => b.attempt);
+	RETURN result;
+END $$;
+CREATE FUNCTION hand_pay_w(k text, amount int) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+	claimed text;
+	result jsonb;
+BEGIN
+	INSERT INTO hand_keys (key, status) VALUES (k, 'processing')
+		ON CONFLICT (key) DO NOTHING RETURNING key INTO claimed;
+	IF claimed IS NULL THEN
+		SELECT h.response INTO result FROM hand_keys AS h WHERE h.key = k;
+		RETURN result;
+	END IF;
+	INSERT INTO hand_charges VALUES (k, amount);
+	result := jsonb_build_object('charged', amount);
+	UPDATE hand_keys SET status = 'completed', response = result WHERE key = k;
+	RETURN result;
+END $$;
+SELECT create_distributed_function('bench_pay_w(idempotency.key, int)', 'k',
+								   colocate_with => 'idempotency.registry', force_delegation => true);
+SELECT create_distributed_function('hand_pay_w(text, int)', 'k', colocate_with => 'hand_keys',
+								   force_delegation => true);
+
 GRANT EXECUTE ON FUNCTION bench_pay(text, int), hand_pay(text, int), deleg_pay(text, int),
-	deleg_claim(text), deleg_store(text, jsonb) TO app;
+	deleg_claim(text), deleg_store(text, jsonb), bench_pay_w(idempotency.key, int),
+	hand_pay_w(text, int) TO app;
 
 -- completed keys for the replay paths: r1 .. r<replay_keys>
 SET ROLE app;

@@ -194,6 +194,55 @@ is($coord->safe_psql('postgres', q{
 	'c-1=7 by app_a, c-2=7 by app_a, h-1=5 by app_a',
 	'one business row per key, written as the caller');
 
+# the whole handler handed over: distributed by its key with
+# force_delegation, in the registry's co-location group, it runs on the
+# key's worker, where begin, the write and finish run as on one server
+$coord->safe_psql('postgres', q{
+	CREATE FUNCTION pay_on_worker(k idempotency.key, amount int) RETURNS jsonb
+	LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+	DECLARE
+		b record;
+		result jsonb;
+	BEGIN
+		b := idempotency.idempotent_begin(k::text);
+		IF b.outcome <> 'execute' THEN
+			RETURN b.response;
+		END IF;
+		INSERT INTO charges (key, amount) VALUES (k, amount);
+		result := jsonb_build_object('charged', amount, 'port', current_setting('port'));
+		PERFORM idempotency.idempotent_finish(k::text, result);
+		RETURN result;
+	END $$;
+	SELECT create_distributed_function('pay_on_worker(idempotency.key, int)', 'k',
+		colocate_with => 'idempotency.registry', force_delegation => true);
+	GRANT EXECUTE ON FUNCTION pay_on_worker(idempotency.key, int) TO app_a;
+});
+$before = twopc();
+my $w1 = port_of('w-1');
+is($coord->safe_psql('postgres', q{
+	SET ROLE app_a;
+	SELECT * FROM pay_on_worker('w-1', 3);
+	SELECT * FROM pay_on_worker('w-1', 4)}),
+	qq{{"port": "$w1", "charged": 3}\n{"port": "$w1", "charged": 3}},
+	'a handler distributed by the key runs on the key\'s worker: executes, then replays');
+my $w2 = port_of('w-2');
+is($coord->safe_psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT * FROM pay_on_worker('w-2', 5);
+	COMMIT;
+	BEGIN;
+	SELECT * FROM pay_on_worker('w-2', 6);
+	COMMIT}),
+	qq{{"port": "$w2", "charged": 5}\n{"port": "$w2", "charged": 5}},
+	'in a transaction block too');
+is(twopc(), $before, 'no two-phase commit for the handler on the worker');
+is($coord->safe_psql('postgres', q{
+	SELECT string_agg(key || '=' || amount || ' by ' || by_role, ', ' ORDER BY key)
+	  FROM charges WHERE key::text LIKE 'w-%'}),
+	'w-1=3 by app_a, w-2=5 by app_a',
+	'one business row per key, written as the caller');
+
 # a claim left open, without external => true: the worker refuses the
 # COMMIT (its error reaches the caller as a warning, then Citus' own error),
 # and neither the claim nor the business row commits there
