@@ -10,7 +10,9 @@
  * the call's clock reading, the attempt a finish or abandon names (or that a
  * claim read the record at) and the status a claim read it with.  The
  * statements that write or read a whole record are built from the column
- * list when first used, so none of them can leave a column out.
+ * list when first used, so none of them can leave a column out (a fresh
+ * claim's INSERT names those a claim can hold a value in, by the list's own
+ * flag; the table has no column defaults, so the rest are NULL).
  *
  * They name only the columns that the installed SQL objects have: between a
  * package upgrade and ALTER EXTENSION ... UPDATE the registry lacks the

@@ -26,17 +26,18 @@
  * TABLE idempotency.registry is the only other place that lists them all).
  * X(name, type, claim, ends, since): claim says whether a fresh claim can
  * hold a value in the column (the others it leaves NULL: the answer and the
- * recovery point); ends whether ending a claim (finish or abandon) writes
- * the column; since is the version of the SQL objects whose
- * scripts added it.  Every statement that writes a whole record (a claim, a
- * reclaim, a deferred claim's finish), every read of one and the answers of
- * idempotent_begin and lookup are built from this list, so a column added
- * here is written, or reset to NULL, by every claim, and a column of an
- * answer is written by every finish and cleared by every abandon.  The
- * statements name only the columns the installed SQL objects have
- * (IdempotencyCatalog.sql_version): a column added by a later version is
- * added at the table's end, and is NULL in every image read from an older
- * table.
+ * recovery point); ends whether ending a claim (finish or abandon) writes the
+ * column; since is the version of the SQL objects whose scripts added it.
+ * Every statement that writes a whole record (a claim, a reclaim, a deferred
+ * claim's finish), every read of one and the answers of idempotent_begin and
+ * lookup are built from this list, so a column added here is written, or
+ * reset to NULL, by every claim (a fresh claim's INSERT leaves out the
+ * columns with claim false, which the table, having no column defaults, makes
+ * NULL), and a column of an answer is written by every finish and cleared by
+ * every abandon. The statements name only the columns the installed SQL
+ * objects have (IdempotencyCatalog.sql_version): a column added by a later
+ * version is added at the table's end, and is NULL in every image read from
+ * an older table.
  *
  * recovery_point and recovery_state are the last step a claim recorded
  * (idempotent_checkpoint): a take-over keeps them, so that the new attempt
