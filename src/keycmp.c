@@ -341,6 +341,25 @@ text_bytewise_eq(PG_FUNCTION_ARGS)
 }
 
 /*
+ * key_hash_check_null
+ *		Refuse a null key that reached a hash support function as a zero
+ *		Datum.  The functions are strict, so the executor never calls them
+ *		with a null; but Citus 13.2, routing a call of a function distributed
+ *		by an idempotency.key argument (the API functions after citus_setup(),
+ *		or an application's handler) that was given NULL, hashes the argument
+ *		without looking at its null flag, and the coordinator would crash
+ *		dereferencing it.  No non-null key is ever a zero pointer.
+ */
+static inline void
+key_hash_check_null(FunctionCallInfo fcinfo)
+{
+	if (PG_GETARG_DATUM(0) == (Datum) 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("idempotency key must not be null")));
+}
+
+/*
  * key_hash
  *		Hash support 1.  hash_any over the bytes: stable across versions and
  *		independent of collation, as a distribution column needs.
@@ -349,8 +368,11 @@ PG_FUNCTION_INFO_V1(key_hash);
 Datum
 key_hash(PG_FUNCTION_ARGS)
 {
-	text	   *key = PG_GETARG_TEXT_PP(0);
+	text	   *key;
 	Datum		result;
+
+	key_hash_check_null(fcinfo);
+	key = PG_GETARG_TEXT_PP(0);
 
 	result = hash_any((unsigned char *) VARDATA_ANY(key),
 					  VARSIZE_ANY_EXHDR(key));
@@ -366,8 +388,11 @@ PG_FUNCTION_INFO_V1(key_hash_extended);
 Datum
 key_hash_extended(PG_FUNCTION_ARGS)
 {
-	text	   *key = PG_GETARG_TEXT_PP(0);
+	text	   *key;
 	Datum		result;
+
+	key_hash_check_null(fcinfo);
+	key = PG_GETARG_TEXT_PP(0);
 
 	result = hash_any_extended((unsigned char *) VARDATA_ANY(key),
 							   VARSIZE_ANY_EXHDR(key),

@@ -488,4 +488,23 @@ is($coord->safe_psql('postgres', q{
 	'app_a:h-1 app_a:held app_a:pre app_b:pre',
 	'every record is filed under the role that made it');
 
+# a null key: Citus hashes a distributed function's distribution argument
+# without looking at its null flag, so a call given NULL reached the key's hash
+# function as a null pointer and crashed the coordinator; it is an error
+for my $call (
+	q{SELECT idempotency.lookup(NULL)},
+	q{SELECT * FROM idempotency.idempotent_begin(NULL)},
+	q{SELECT idempotency.idempotent_finish(NULL, '{}')},
+	q{SELECT * FROM idempotency.citus_lookup(NULL, '', NULL)},
+	q{SELECT pay_on_worker(NULL, 1)},
+	q{BEGIN; SELECT * FROM idempotency.citus_lookup(NULL, '', NULL); COMMIT})
+{
+	($ret, $out, $err) = $coord->psql('postgres',
+		qq{\\set VERBOSITY verbose
+		   SET ROLE app_a; $call});
+	like($err, qr/ERROR:  22004: idempotency key must not be null/,
+		"a null key is refused: $call");
+}
+is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up');
+
 done_testing();
