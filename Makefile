@@ -36,7 +36,8 @@ OBJS = \
 	src/roles.o \
 	src/owner.o \
 	src/hints.o \
-	src/citus.o
+	src/citus.o \
+	src/citus_nullarg.o
 
 DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 

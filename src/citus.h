@@ -45,6 +45,7 @@ typedef enum CitusDelegate
 } CitusDelegate;
 
 extern void IdempotencyCitusInvalidate(Oid relid);
+extern void IdempotencyCitusNullArgInit(void);
 extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,
 									 Datum *result);
 extern void IdempotencyCitusNoteOwnerAccess(void);

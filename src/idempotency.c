@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "citus.h"
 #include "cleanup.h"
 #include "compat.h"
 #include "extension.h"
@@ -178,6 +179,7 @@ _PG_init(void)
 	IdempotencyStatsInit();
 	IdempotencyHintsInit();
 	VersionGuardInit();
+	IdempotencyCitusNullArgInit();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -507,4 +507,25 @@ for my $call (
 }
 is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up');
 
+# a message id is text, hashed by PostgreSQL's own function, which a NULL
+# would crash: the call is refused before Citus routes it, whichever form it
+# takes (a constant, a named argument, a PL/pgSQL variable, a parameter of a
+# prepared statement)
+for my $call (
+	q{SELECT idempotency.inbox_receive('c', NULL)},
+	q{SELECT * FROM idempotency.inbox_receive('c', NULL)},
+	q{SELECT idempotency.inbox_receive(message_id => NULL, consumer => 'c')},
+	q{DO $$DECLARE m text; r boolean; BEGIN SELECT * FROM idempotency.inbox_receive('c', m) INTO r; END $$},
+	q{PREPARE p(text) AS SELECT idempotency.inbox_receive('c', $1); EXECUTE p(NULL)})
+{
+	($ret, $out, $err) = $coord->psql('postgres',
+		qq{\\set VERBOSITY verbose
+		   SET ROLE app_a; $call});
+	like($err, qr/ERROR:  22004: message_id must not be null/,
+		"a null message id is refused: $call");
+}
+($ret, $out, $err) = $coord->psql('postgres', q{SET ROLE app_a; SELECT idempotency.inbox_receive(NULL, 'm')});
+like($err, qr/ERROR:  consumer must not be null/, 'a null consumer (not what Citus routes by) is refused where the call runs');
+is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up after them');
+
 done_testing();

@@ -156,4 +156,26 @@ is($coord->safe_psql('postgres', q{
 	  FROM idempotency.inbox AS i WHERE i.consumer = 'acme'}),
 	'1', 'the tenant\'s inbox entries on one shard');
 
+# --- a NULL scope ------------------------------------------------------------------
+
+# Citus hashes a distributed function's distribution argument without looking
+# at its null flag, and a scope (or a consumer) is text, hashed by
+# PostgreSQL's own function: a call given NULL there would crash the
+# coordinator.  It is refused as the function itself refuses it.
+for my $call (
+	[ q{SELECT idempotency.lookup('k', NULL)}, 'scope' ],
+	[ q{SELECT * FROM idempotency.citus_lookup('k', NULL, NULL)}, 'scope' ],
+	[ q{BEGIN; SELECT * FROM idempotency.idempotent_begin('k', NULL); COMMIT}, 'scope' ],
+	[ q{SELECT idempotency.idempotent_finish('k', '{}', scope => NULL)}, 'scope' ],
+	[ q{DO $$DECLARE s text; BEGIN PERFORM * FROM idempotency.citus_lookup('k', s, NULL); END $$}, 'scope' ],
+	[ q{SELECT idempotency.consume_token('t', NULL)}, 'scope' ],
+	[ q{SELECT idempotency.inbox_receive(NULL, 'm')}, 'consumer' ])
+{
+	my ($sql, $arg) = @$call;
+	($ret, $out, $err) = $coord->psql('postgres', qq{\\set VERBOSITY verbose
+		SET ROLE app; $sql});
+	like($err, qr/ERROR:  22004: $arg must not be null/, "a null $arg is refused: $sql");
+}
+is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up');
+
 done_testing();

@@ -1,0 +1,241 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus_nullarg.c
+ *	  A call that Citus would route by a NULL argument, refused before
+ *	  Citus plans it.
+ *
+ * Citus 13.2 runs a call of a distributed function (SELECT f(...), or
+ * SELECT ... FROM f(...)) on the node that holds its distribution
+ * argument's shard, and hashes that argument without looking at its null
+ * flag: given a NULL, the backend crashes.  Any role that may call one of
+ * the extension's distributed functions could take the coordinator down.
+ * The key type's hash functions refuse a NULL themselves (keycmp.c), but a
+ * text argument is hashed by PostgreSQL's own function: the inbox's message
+ * id, and, with citus_setup(distribute_by => 'scope'), every scope.
+ *
+ * So a planner hook, which runs before Citus's (Citus must be loaded
+ * first), refuses such a call of one of the extension's functions with the
+ * error the function gives for that argument itself.  It looks at a query
+ * only if it has the shape Citus routes and a NULL argument, and reads
+ * Citus's catalog only for a function of this extension.  A value is NULL
+ * for Citus if it is a NULL constant, or a parameter whose NULL value the
+ * planner may fold in (a custom plan's).
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/citus_nullarg.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "funcapi.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/planner.h"
+#include "parser/parsetree.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "citus.h"
+#include "sqlcall.h"
+
+static planner_hook_type prev_planner_hook = NULL;
+
+/* The argument Citus routes a distributed function's calls by. */
+static SqlStatement distarg_stmt = {
+	.sql = "SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
+	" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+	"   AND o.objid OPERATOR(pg_catalog.=) $1"
+	"   AND o.distribution_argument_index IS NOT NULL",
+	.nargs = 1,
+	.argtypes = {OIDOID},
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_CALLER,
+	.catalog_only = true,
+};
+
+/*
+ * nullarg_routed_call
+ *		The function call of a query of the shape Citus may route to a
+ *		node, or NULL: a SELECT without WHERE of one function call, in its
+ *		target list over no FROM, or as its only FROM item.
+ */
+static FuncExpr *
+nullarg_routed_call(Query *parse)
+{
+	FromExpr   *jointree = parse->jointree;
+	Node	   *from = NULL;
+	Node	   *target = NULL;
+
+	if (parse->commandType != CMD_SELECT || jointree == NULL || jointree->quals != NULL ||
+		list_length(jointree->fromlist) > 1)
+		return NULL;
+
+	if (jointree->fromlist != NIL)
+	{
+		RangeTblRef *ref = linitial(jointree->fromlist);
+		RangeTblEntry *rte;
+
+		if (!IsA(ref, RangeTblRef))
+			return NULL;
+		rte = rt_fetch(ref->rtindex, parse->rtable);
+		if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1)
+			return NULL;
+		from = ((RangeTblFunction *) linitial(rte->functions))->funcexpr;
+	}
+	if (list_length(parse->targetList) == 1)
+		target = (Node *) ((TargetEntry *) linitial(parse->targetList))->expr;
+
+	/* Citus routes neither SELECT f() FROM g() nor SELECT f() FROM rel */
+	if (target != NULL && IsA(target, FuncExpr))
+		return from == NULL && jointree->fromlist == NIL ? (FuncExpr *) target : NULL;
+	return from != NULL && IsA(from, FuncExpr) ? (FuncExpr *) from : NULL;
+}
+
+/*
+ * nullarg_is_null
+ *		Whether an argument is NULL as Citus will see it.
+ */
+static bool
+nullarg_is_null(Node *arg, ParamListInfo params)
+{
+	Param	   *param;
+	ParamExternData buf;
+	ParamExternData *value;
+
+	arg = strip_implicit_coercions(arg);
+	if (IsA(arg, Const))
+		return ((Const *) arg)->constisnull;
+	if (!IsA(arg, Param) || params == NULL)
+		return false;
+	param = (Param *) arg;
+	if (param->paramkind != PARAM_EXTERN || param->paramid <= 0 ||
+		param->paramid > params->numParams)
+		return false;
+	value = params->paramFetch != NULL ?
+		params->paramFetch(params, param->paramid, false, &buf) :
+		&params->params[param->paramid - 1];
+	return value != NULL && value->isnull && (value->pflags & PARAM_FLAG_CONST) != 0;
+}
+
+/*
+ * nullarg_distribution_argument
+ *		The argument (from 0) Citus routes calls of a function of this
+ *		extension by, or -1.
+ */
+static int
+nullarg_distribution_argument(Oid funcid)
+{
+	Oid			extoid = get_extension_oid("idempotency", true);
+	SqlCall		call;
+	int			distarg = -1;
+
+	if (!OidIsValid(extoid) ||
+		getExtensionOfObject(ProcedureRelationId, funcid) != extoid ||
+		!OidIsValid(get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE)))
+		return -1;
+
+	SqlCallBeginAsCaller(&call);
+	{
+		Datum		value = ObjectIdGetDatum(funcid);
+		bool		isnull;
+
+		if (SqlExecute(&distarg_stmt, &value, NULL) == 1)
+		{
+			Datum		index = SqlResult(0, 1, &isnull);
+
+			if (!isnull)
+				distarg = DatumGetInt32(index);
+		}
+	}
+	SqlCallEnd(&call);
+	return distarg;
+}
+
+/*
+ * nullarg_refuse
+ *		The error the function gives for that argument: "idempotency key
+ *		must not be null" for its key, "<name> must not be null" otherwise
+ *		(args.c).
+ */
+static void
+nullarg_refuse(Oid funcid, int argno)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	Oid		   *types;
+	char	  **names;
+	char	   *modes;
+	const char *name = NULL;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		if (argno < get_func_arg_info(tuple, &types, &names, &modes) && names != NULL)
+			name = names[argno];
+		ReleaseSysCache(tuple);
+	}
+	if (name == NULL || name[0] == '\0')
+		name = psprintf("argument %d", argno + 1);
+	else if (strcmp(name, "key") == 0)
+		name = "idempotency key";
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("%s must not be null", name)));
+}
+
+/*
+ * nullarg_planner
+ *		The planner hook: refuse the call, then plan as before.
+ */
+static PlannedStmt *
+nullarg_planner(Query *parse, const char *query_string, int cursorOptions,
+				ParamListInfo boundParams)
+{
+	FuncExpr   *call = nullarg_routed_call(parse);
+
+	if (call != NULL)
+	{
+		ListCell   *lc;
+		int			argno = 0;
+
+		foreach(lc, call->args)
+		{
+			Node	   *arg = lfirst(lc);
+			int			position = argno++;
+
+			/* named notation: the position is the argument's own */
+			if (IsA(arg, NamedArgExpr))
+			{
+				position = ((NamedArgExpr *) arg)->argnumber;
+				arg = (Node *) ((NamedArgExpr *) arg)->arg;
+			}
+			if (nullarg_is_null(arg, boundParams) &&
+				nullarg_distribution_argument(call->funcid) == position)
+				nullarg_refuse(call->funcid, position);
+		}
+	}
+
+	if (prev_planner_hook != NULL)
+		return prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+	return standard_planner(parse, query_string, cursorOptions, boundParams);
+}
+
+/*
+ * IdempotencyCitusNullArgInit
+ *		Install the planner hook; called from _PG_init, after Citus's own
+ *		_PG_init when both are preloaded.
+ */
+void
+IdempotencyCitusNullArgInit(void)
+{
+	prev_planner_hook = planner_hook;
+	planner_hook = nullarg_planner;
+}
