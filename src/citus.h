@@ -46,6 +46,7 @@ typedef enum CitusDelegate
 
 extern void IdempotencyCitusInvalidate(Oid relid);
 extern void IdempotencyCitusNullArgInit(void);
+extern void IdempotencyCitusNullArgInvalidate(Oid relid);
 extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,
 									 Datum *result);
 extern void IdempotencyCitusNoteOwnerAccess(void);

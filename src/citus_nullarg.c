@@ -49,6 +49,25 @@
 
 static planner_hook_type prev_planner_hook = NULL;
 
+/*
+ * Per backend: the functions looked at so far and the argument Citus routes
+ * each by (-1: none, or not one of this extension's).  The delegates' calls,
+ * which pass NULL for every argument left out, look here on every call.
+ * Emptied by an invalidation of pg_dist_object (Citus sends one when it
+ * distributes a function) and when full.
+ */
+#define NULLARG_CACHE_SIZE 32
+
+typedef struct NullArgCacheEntry
+{
+	Oid			funcid;
+	int			distarg;
+} NullArgCacheEntry;
+
+static NullArgCacheEntry nullarg_cache[NULLARG_CACHE_SIZE];
+static int	nullarg_ncached = 0;
+static Oid	nullarg_dist_object_relid = InvalidOid;
+
 /* The argument Citus routes a distributed function's calls by. */
 static SqlStatement distarg_stmt = {
 	.sql = "SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
@@ -128,36 +147,55 @@ nullarg_is_null(Node *arg, ParamListInfo params)
 }
 
 /*
- * nullarg_distribution_argument
+ * nullarg_lookup
  *		The argument (from 0) Citus routes calls of a function of this
- *		extension by, or -1.
+ *		extension by, or -1, read from Citus's catalog.
+ */
+static int
+nullarg_lookup(Oid funcid)
+{
+	Oid			extoid = get_extension_oid("idempotency", true);
+	SqlCall		call;
+	Datum		value = ObjectIdGetDatum(funcid);
+	bool		isnull;
+	int			distarg = -1;
+
+	nullarg_dist_object_relid = get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE);
+	if (!OidIsValid(extoid) || !OidIsValid(nullarg_dist_object_relid) ||
+		getExtensionOfObject(ProcedureRelationId, funcid) != extoid)
+		return -1;
+
+	SqlCallBeginAsCaller(&call);
+	if (SqlExecute(&distarg_stmt, &value, NULL) == 1)
+	{
+		Datum		index = SqlResult(0, 1, &isnull);
+
+		if (!isnull)
+			distarg = DatumGetInt32(index);
+	}
+	SqlCallEnd(&call);
+	return distarg;
+}
+
+/*
+ * nullarg_distribution_argument
+ *		nullarg_lookup, remembered.
  */
 static int
 nullarg_distribution_argument(Oid funcid)
 {
-	Oid			extoid = get_extension_oid("idempotency", true);
-	SqlCall		call;
-	int			distarg = -1;
+	int			distarg;
 
-	if (!OidIsValid(extoid) ||
-		getExtensionOfObject(ProcedureRelationId, funcid) != extoid ||
-		!OidIsValid(get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE)))
-		return -1;
+	for (int i = 0; i < nullarg_ncached; i++)
+		if (nullarg_cache[i].funcid == funcid)
+			return nullarg_cache[i].distarg;
 
-	SqlCallBeginAsCaller(&call);
-	{
-		Datum		value = ObjectIdGetDatum(funcid);
-		bool		isnull;
-
-		if (SqlExecute(&distarg_stmt, &value, NULL) == 1)
-		{
-			Datum		index = SqlResult(0, 1, &isnull);
-
-			if (!isnull)
-				distarg = DatumGetInt32(index);
-		}
-	}
-	SqlCallEnd(&call);
+	distarg = nullarg_lookup(funcid);
+	if (nullarg_ncached == NULLARG_CACHE_SIZE)
+		nullarg_ncached = 0;
+	nullarg_cache[nullarg_ncached].funcid = funcid;
+	nullarg_cache[nullarg_ncached].distarg = distarg;
+	nullarg_ncached++;
 	return distarg;
 }
 
@@ -205,6 +243,7 @@ nullarg_planner(Query *parse, const char *query_string, int cursorOptions,
 	{
 		ListCell   *lc;
 		int			argno = 0;
+		int			distarg = -2;	/* not looked up yet */
 
 		foreach(lc, call->args)
 		{
@@ -217,8 +256,11 @@ nullarg_planner(Query *parse, const char *query_string, int cursorOptions,
 				position = ((NamedArgExpr *) arg)->argnumber;
 				arg = (Node *) ((NamedArgExpr *) arg)->arg;
 			}
-			if (nullarg_is_null(arg, boundParams) &&
-				nullarg_distribution_argument(call->funcid) == position)
+			if (!nullarg_is_null(arg, boundParams))
+				continue;
+			if (distarg == -2)
+				distarg = nullarg_distribution_argument(call->funcid);
+			if (distarg == position)
 				nullarg_refuse(call->funcid, position);
 		}
 	}
@@ -226,6 +268,18 @@ nullarg_planner(Query *parse, const char *query_string, int cursorOptions,
 	if (prev_planner_hook != NULL)
 		return prev_planner_hook(parse, query_string, cursorOptions, boundParams);
 	return standard_planner(parse, query_string, cursorOptions, boundParams);
+}
+
+/*
+ * IdempotencyCitusNullArgInvalidate
+ *		Forget the functions looked at when pg_dist_object (or everything)
+ *		is invalidated; called by the extension's relcache callback.
+ */
+void
+IdempotencyCitusNullArgInvalidate(Oid relid)
+{
+	if (relid == InvalidOid || relid == nullarg_dist_object_relid)
+		nullarg_ncached = 0;
 }
 
 /*

@@ -118,6 +118,7 @@ catalog_relcache_callback(Datum arg, Oid relid)
 	SqlCacheInvalidate(relid);
 	StateMachineCacheInvalidate(relid);
 	IdempotencyCitusInvalidate(relid);
+	IdempotencyCitusNullArgInvalidate(relid);
 }
 
 /*
