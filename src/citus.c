@@ -160,11 +160,13 @@ static CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 };
 
 /*
- * Whether Citus distributed a delegate with force_delegation, and by which
- * argument (the key's or the scope's), as a member of this extension.
+ * How Citus routes calls of a function that is a member of this extension:
+ * the argument (from 0) and whether with force_delegation; no row if it
+ * routes none.
  */
-static SqlStatement delegate_distarg_stmt = {
-	.sql = "SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
+static SqlStatement function_distarg_stmt = {
+	.sql = "SELECT o.distribution_argument_index, o.force_delegation IS TRUE"
+	" FROM pg_catalog.pg_dist_object AS o"
 	" JOIN pg_catalog.pg_depend AS d"
 	"   ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
 	"  AND d.objid OPERATOR(pg_catalog.=) o.objid"
@@ -173,12 +175,11 @@ static SqlStatement delegate_distarg_stmt = {
 	"  AND d.deptype OPERATOR(pg_catalog.=) 'e'"
 	" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
 	"   AND o.objid OPERATOR(pg_catalog.=) $1"
-	"   AND o.force_delegation"
 	"   AND o.distribution_argument_index IS NOT NULL",
 	.nargs = 2,
 	.argtypes = {OIDOID, OIDOID},
 	.expected_rc = SPI_OK_SELECT,
-	.natts = 1,
+	.natts = 2,
 	.snapshot = SQL_SNAPSHOT_CALLER,
 	.catalog_only = true,
 };
@@ -921,6 +922,25 @@ citus_delegate_function(CitusDelegate which, bool main)
 }
 
 /*
+ * IdempotencyCitusDistributionArgument
+ *		The argument (from 0) Citus routes calls of a function of this
+ *		extension (extoid) by, and whether with force_delegation; -1 if it
+ *		routes none.  Inside a SQL frame, where pg_dist_object exists.
+ */
+int
+IdempotencyCitusDistributionArgument(Oid funcid, Oid extoid, bool *forced)
+{
+	Datum		values[2] = {ObjectIdGetDatum(funcid), ObjectIdGetDatum(extoid)};
+	bool		isnull;
+
+	*forced = false;
+	if (SqlExecute(&function_distarg_stmt, values, NULL) != 1)
+		return -1;
+	*forced = DatumGetBool(SqlResult(0, 2, &isnull));
+	return DatumGetInt32(SqlResult(0, 1, &isnull));
+}
+
+/*
  * citus_delegate_refresh
  *		Decide again whether this backend hands calls over, and drop the kept
  *		plans.  It does on the Citus coordinator (group 0), with the 1.1 SQL
@@ -954,16 +974,14 @@ citus_delegate_refresh(void)
 		coordinator = citus_local_group() == 0;
 		for (int i = 0; i < CITUS_NUM_DELEGATES; i++)
 		{
-			Datum		values[2];
-			bool		isnull;
+			Oid			fn = citus_delegate_function(i, false);
+			bool		forced;
 
-			values[0] = ObjectIdGetDatum(citus_delegate_function(i, false));
-			values[1] = ObjectIdGetDatum(catalog->extoid);
-			if (!OidIsValid(DatumGetObjectId(values[0])) ||
-				SqlExecute(&delegate_distarg_stmt, values, NULL) != 1)
+			if (!OidIsValid(fn))
 				continue;
-			citus_delegate.distarg[i] = DatumGetInt32(SqlResult(0, 1, &isnull));
-			citus_delegate.active[i] = citus_delegate.distarg[i] >= 0 &&
+			citus_delegate.distarg[i] = IdempotencyCitusDistributionArgument(fn, catalog->extoid,
+																			 &forced);
+			citus_delegate.active[i] = forced && citus_delegate.distarg[i] >= 0 &&
 				citus_delegate.distarg[i] < citus_delegate_defs[i].call.nargs;
 		}
 		SqlCallEnd(&call);

@@ -45,6 +45,7 @@ typedef enum CitusDelegate
 } CitusDelegate;
 
 extern void IdempotencyCitusInvalidate(Oid relid);
+extern int	IdempotencyCitusDistributionArgument(Oid funcid, Oid extoid, bool *forced);
 extern void IdempotencyCitusNullArgInit(void);
 extern void IdempotencyCitusNullArgInvalidate(Oid relid);
 extern bool IdempotencyCitusDelegate(FunctionCallInfo fcinfo, CitusDelegate which,

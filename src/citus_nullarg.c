@@ -17,7 +17,8 @@
  * first), refuses such a call of one of the extension's functions with the
  * error the function gives for that argument itself.  It looks at a query
  * only if it has the shape Citus routes and a NULL argument, and reads
- * Citus's catalog only for a function of this extension.  A value is NULL
+ * Citus's catalog (as citus.c does for the delegates) once per function and
+ * backend.  A value is NULL
  * for Citus if it is a NULL constant, or a parameter whose NULL value the
  * planner may fold in (a custom plan's).
  *
@@ -31,11 +32,9 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
-#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "funcapi.h"
 #include "nodes/nodeFuncs.h"
@@ -67,20 +66,6 @@ typedef struct NullArgCacheEntry
 static NullArgCacheEntry nullarg_cache[NULLARG_CACHE_SIZE];
 static int	nullarg_ncached = 0;
 static Oid	nullarg_dist_object_relid = InvalidOid;
-
-/* The argument Citus routes a distributed function's calls by. */
-static SqlStatement distarg_stmt = {
-	.sql = "SELECT o.distribution_argument_index FROM pg_catalog.pg_dist_object AS o"
-	" WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
-	"   AND o.objid OPERATOR(pg_catalog.=) $1"
-	"   AND o.distribution_argument_index IS NOT NULL",
-	.nargs = 1,
-	.argtypes = {OIDOID},
-	.expected_rc = SPI_OK_SELECT,
-	.natts = 1,
-	.snapshot = SQL_SNAPSHOT_CALLER,
-	.catalog_only = true,
-};
 
 /*
  * nullarg_routed_call
@@ -156,23 +141,15 @@ nullarg_lookup(Oid funcid)
 {
 	Oid			extoid = get_extension_oid("idempotency", true);
 	SqlCall		call;
-	Datum		value = ObjectIdGetDatum(funcid);
-	bool		isnull;
-	int			distarg = -1;
+	bool		forced;
+	int			distarg;
 
 	nullarg_dist_object_relid = get_relname_relid("pg_dist_object", PG_CATALOG_NAMESPACE);
-	if (!OidIsValid(extoid) || !OidIsValid(nullarg_dist_object_relid) ||
-		getExtensionOfObject(ProcedureRelationId, funcid) != extoid)
+	if (!OidIsValid(extoid) || !OidIsValid(nullarg_dist_object_relid))
 		return -1;
 
 	SqlCallBeginAsCaller(&call);
-	if (SqlExecute(&distarg_stmt, &value, NULL) == 1)
-	{
-		Datum		index = SqlResult(0, 1, &isnull);
-
-		if (!isnull)
-			distarg = DatumGetInt32(index);
-	}
+	distarg = IdempotencyCitusDistributionArgument(funcid, extoid, &forced);
 	SqlCallEnd(&call);
 	return distarg;
 }
