@@ -236,30 +236,23 @@ static char *
 registry_insert_sql(bool claim)
 {
 	StringInfoData buf;
-	bool		first = true;
+	StringInfoData values;
+	char	   *sql;
 
 	initStringInfo(&buf);
-	appendStringInfoString(&buf, "INSERT INTO idempotency.registry AS r (");
+	initStringInfo(&values);
 	for (int i = 0; i < registry_ncolumns; i++)
 	{
 		if (claim && !registry_columns[i].claim)
 			continue;
-		appendStringInfo(&buf, "%s%s", first ? "" : ", ", registry_columns[i].name);
-		first = false;
+		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", registry_columns[i].name);
+		appendStringInfo(&values, "%s$%d", values.len > 0 ? ", " : "", i + 1);
 	}
-	appendStringInfoString(&buf, ") VALUES (");
-	first = true;
-	for (int i = 0; i < registry_ncolumns; i++)
-	{
-		if (claim && !registry_columns[i].claim)
-			continue;
-		appendStringInfo(&buf, "%s$%d", first ? "" : ", ", i + 1);
-		first = false;
-	}
-	appendStringInfoChar(&buf, ')');
-	if (claim)
-		appendStringInfoString(&buf, " ON CONFLICT (owner, scope, key) DO NOTHING");
-	return buf.data;
+	sql = psprintf("INSERT INTO idempotency.registry AS r (%s) VALUES (%s)%s", buf.data,
+				   values.data, claim ? " ON CONFLICT (owner, scope, key) DO NOTHING" : "");
+	pfree(buf.data);
+	pfree(values.data);
+	return sql;
 }
 
 /*
