@@ -528,4 +528,29 @@ for my $call (
 like($err, qr/ERROR:  consumer must not be null/, 'a null consumer (not what Citus routes by) is refused where the call runs');
 is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up after them');
 
+# the refusal is an ordinary error: under a savepoint rolled back, or caught
+# in a PL/pgSQL EXCEPTION block, the transaction's other work commits
+($ret, $out, $err) = $coord->psql('postgres', q{
+	SET ROLE app_a;
+	BEGIN;
+	SELECT idempotency.inbox_receive('c', 'null-sp-1');
+	SAVEPOINT s;
+	DO $$BEGIN PERFORM * FROM idempotency.inbox_receive('c', NULL); END $$;
+	ROLLBACK TO SAVEPOINT s;
+	DO $$
+	BEGIN
+		BEGIN
+			PERFORM * FROM idempotency.inbox_receive('c', NULL);
+		EXCEPTION WHEN null_value_not_allowed THEN
+			RAISE NOTICE 'refused';
+		END;
+		PERFORM idempotency.inbox_receive('c', 'null-sp-2');
+	END $$;
+	COMMIT;
+	SELECT idempotency.inbox_receive('c', 'null-sp-1') OR idempotency.inbox_receive('c', 'null-sp-2');
+}, on_error_stop => 0);
+like($err, qr/ERROR:  message_id must not be null.*NOTICE:  refused/s,
+	'a null refused under a savepoint, then caught in an EXCEPTION block');
+is($out, "t\nf", 'and the rest of the transaction commits');
+
 done_testing();
