@@ -1,7 +1,7 @@
 # Makefile for the idempotency extension (PGXS)
 
 EXTENSION = idempotency
-EXTVERSION = 1.1
+EXTVERSION = 1.2
 
 MODULE_big = idempotency
 OBJS = \

@@ -84,6 +84,10 @@ SELECT r.role, p.proname AS delegate,
 					 'citus_lookup', 'citus_idempotent_checkpoint', 'citus_idempotent_renew')
  ORDER BY 1, 2;
 
+-- the roles 1.1 took for application roles (the grantees of
+-- idempotent_begin, by grant_usage or by hand) are the application roles
+SELECT role_name FROM idempotency.application_roles ORDER BY 1;
+
 -- and a delegate refuses a caller who may not run the function it stands
 -- for, whatever was granted on the delegate itself
 GRANT EXECUTE ON FUNCTION idempotency.citus_lookup(idempotency.key, text, jsonb) TO regress_clerk;

@@ -48,8 +48,10 @@ SELECT idempotency.idempotent_abandon('order-1', 'pay', attempt => (SELECT r.att
 RESET ROLE;
 SELECT idempotency.forget_role('regress_never_existed');
 
--- ALTER ROLE ... RENAME: the records stay under the old name, so the
--- renamed role no longer sees them, and a new role given the old name does
+-- ALTER ROLE ... RENAME: the records and the standing of an application
+-- role stay under the old name, so the renamed role is refused (IK008)
+-- rather than working on records of its own, and a new role given the old
+-- name sees them
 SET ROLE regress_dave;
 SELECT outcome FROM idempotency.idempotent_begin('order-2', 'pay', external => true);
 SELECT idempotency.idempotent_finish('order-2', '{"charged": 20}', 'pay', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'order-2' AND r.scope = 'pay'));
@@ -69,7 +71,8 @@ RESET ROLE;
 DROP OWNED BY regress_dave;
 DROP ROLE regress_dave;
 
--- rename_owner moves them all to the new name, claims included
+-- rename_owner moves them all to the new name, claims included, and with
+-- them the standing of an application role
 SELECT idempotency.rename_owner('regress_dave', 'regress_dave_renamed');
 SELECT * FROM owned ORDER BY 1, 2, 3;
 SET ROLE regress_dave_renamed;

@@ -249,9 +249,9 @@ catalog_function(const char *name, Oid nspoid)
  * The versions of the SQL objects this library serves, oldest first; the
  * last is the library's own.  An entry's index is its IdempotencySqlVersion.
  */
-static const char *const sql_versions[] = {"1.0", IDEMPOTENCY_LIBRARY_VERSION};
+static const char *const sql_versions[] = {"1.0", "1.1", IDEMPOTENCY_LIBRARY_VERSION};
 
-StaticAssertDecl(lengthof(sql_versions) == IDEMPOTENCY_SQL_1_1 + 1,
+StaticAssertDecl(lengthof(sql_versions) == IDEMPOTENCY_SQL_1_2 + 1,
 				 "sql_versions[] must list every IdempotencySqlVersion");
 
 /*

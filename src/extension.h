@@ -38,7 +38,8 @@ typedef enum IdempotencyRelation
 typedef enum IdempotencySqlVersion
 {
 	IDEMPOTENCY_SQL_1_0,
-	IDEMPOTENCY_SQL_1_1
+	IDEMPOTENCY_SQL_1_1,
+	IDEMPOTENCY_SQL_1_2
 } IdempotencySqlVersion;
 
 typedef struct IdempotencyCatalog

@@ -28,8 +28,8 @@
 /*
  * Custom SQLSTATEs, class "IK" (idempotency key).  An HTTP layer maps them as
  * doc/errors.md says: IK001 -> 422, IK002/IK003/IK004 -> 409, IK005 ->
- * 403, IK006 -> 500 (the handler's own bug), IK007 -> 500 (a deployment
- * error).
+ * 403, IK006 -> 500 (the handler's own bug), IK007 and IK008 -> 500 (a
+ * deployment error).
  */
 #define ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH	MAKE_SQLSTATE('I','K','0','0','1')
 #define ERRCODE_IDEMPOTENCY_NO_CLAIM			MAKE_SQLSTATE('I','K','0','0','2')
@@ -38,6 +38,7 @@
 #define ERRCODE_IDEMPOTENCY_TOKEN_REFUSED		MAKE_SQLSTATE('I','K','0','0','5')
 #define ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED	MAKE_SQLSTATE('I','K','0','0','6')
 #define ERRCODE_IDEMPOTENCY_AMBIGUOUS_OWNER	MAKE_SQLSTATE('I','K','0','0','7')
+#define ERRCODE_IDEMPOTENCY_NOT_APPLICATION_ROLE	MAKE_SQLSTATE('I','K','0','0','8')
 
 /*
  * Custom SQLSTATEs, class "IS" (idempotency state machine): IS001 -> 409.

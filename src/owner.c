@@ -11,18 +11,29 @@
  * app); a retry that arrives on the next lease's connection must find the
  * records the previous lease stored, or it executes again.  So:
  *
- *	 - a role that was granted the API itself (a grantee of EXECUTE on
- *	   idempotent_begin, which grant_usage grants, and which Citus copies
- *	   to every node with the function) stores under its own name;
- *	 - so does a superuser, or a role with no granted role above it;
- *	 - any other role stores under the one granted role whose privileges it
- *	   has (it is a member of it, with INHERIT), and is refused (IK007) if it
- *	   has the privileges of more than one: which application a call belongs
- *	   to must never be a guess.
+ *	 - an application role stores under its own name;
+ *	 - so does a superuser;
+ *	 - any other role stores under the one application role whose
+ *	   privileges it has (it is a member of it, with INHERIT), and is
+ *	   refused (IK007) if it has the privileges of more than one: which
+ *	   application a call belongs to must never be a guess;
+ *	 - a role that has none but holds part of the API (a privilege on an
+ *	   object of application_api) is refused (IK008): it was meant to act
+ *	   for an application, and under its own name it would find none of
+ *	   the application's records and process everything again;
+ *	 - any other role (one writing a table a state machine guards, or
+ *	   calling cleanup()) stores under its own name.
+ *
+ * The application roles are the rows of idempotency.application_roles,
+ * which only grant_usage() writes and which dump and restore and updates
+ * keep.  Up to 1.1 they were the grantees of EXECUTE on idempotent_begin
+ * (a grant a restore of an older dump or a trimmed set of privileges
+ * loses); the library keeps that rule for the SQL objects of 1.0 and 1.1,
+ * until ALTER EXTENSION ... UPDATE.
  *
  * The answer is cached for the calling role; any change to roles, role
- * memberships or functions (their grants) clears it (extension.c's
- * callbacks).
+ * memberships or functions (their grants, which grant_usage() changes with
+ * the table) clears it (extension.c's callbacks).
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -35,6 +46,8 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -46,6 +59,32 @@
 #include "extension.h"
 #include "idempotency.h"
 #include "owner.h"
+#include "sqlcall.h"
+
+/* the application roles' names */
+static SqlStatement application_roles_stmt = {
+	.sql = "SELECT r.role_name FROM idempotency.application_roles AS r",
+	.nargs = 0,
+	.expected_rc = SPI_OK_SELECT,
+	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_LATEST,
+};
+
+/* whether role $1 holds a privilege on an object of the application API */
+static SqlStatement holds_api_stmt = {
+	.sql = "SELECT FROM idempotency.application_api AS a"
+	" WHERE CASE a.object_type WHEN 'function' THEN pg_catalog.has_function_privilege($1,"
+	"   pg_catalog.to_regproc('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name)),"
+	"   a.privilege)"
+	"  ELSE pg_catalog.has_table_privilege($1,"
+	"   pg_catalog.to_regclass('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name)),"
+	"   a.privilege) END"
+	" LIMIT 1",
+	.nargs = 1,
+	.argtypes = {OIDOID},
+	.expected_rc = SPI_OK_SELECT,
+	.snapshot = SQL_SNAPSHOT_LATEST,
+};
 
 /* The last calling role, and the name its records are stored under. */
 static Oid	owner_cache_roleid = InvalidOid;
@@ -64,7 +103,8 @@ OwnerCacheInvalidate(void)
 /*
  * owner_grantees
  *		The roles granted EXECUTE on idempotent_begin by name (not PUBLIC,
- *		not its owner): the applications grant_usage() was given to.
+ *		not its owner): the applications grant_usage() was given to, as the
+ *		SQL objects of 1.0 and 1.1 tell them.
  */
 static List *
 owner_grantees(Oid fnoid)
@@ -105,26 +145,73 @@ owner_grantees(Oid fnoid)
 }
 
 /*
+ * owner_application_roles
+ *		The application roles that exist, as grant_usage() recorded them.
+ */
+static List *
+owner_application_roles(void)
+{
+	SqlCall		call;
+	List	   *roles = NIL;
+	uint64		n;
+
+	SqlCallBeginAsTablesOwner(&call);
+	n = SqlExecute(&application_roles_stmt, NULL, NULL);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Oid			roleid;
+
+		roleid = get_role_oid(TextDatumGetCString(SqlResult(i, 1, &isnull)), true);
+		if (OidIsValid(roleid))
+			roles = lappend_oid(roles, roleid);
+	}
+	SqlCallEnd(&call);
+	return roles;
+}
+
+/*
+ * owner_holds_api
+ *		Whether roleid holds a privilege on an object of the application API.
+ */
+static bool
+owner_holds_api(Oid roleid)
+{
+	SqlCall		call;
+	Datum		values[1] = {ObjectIdGetDatum(roleid)};
+	bool		holds;
+
+	SqlCallBeginAsTablesOwner(&call);
+	holds = SqlExecute(&holds_api_stmt, values, NULL) > 0;
+	SqlCallEnd(&call);
+	return holds;
+}
+
+/*
  * owner_resolve
  *		The role whose name a call by roleid stores its records under.
  */
 static Oid
 owner_resolve(Oid roleid)
 {
-	List	   *grantees;
+	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
+	List	   *applications;
 	Oid			found = InvalidOid;
 	ListCell   *lc;
 
 	if (superuser_arg(roleid))
 		return roleid;
-	grantees = owner_grantees(IdempotencyCatalogGet()->begin_fn);
-	if (list_member_oid(grantees, roleid))
+	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_2)
+		applications = owner_application_roles();
+	else
+		applications = owner_grantees(catalog->begin_fn);
+	if (list_member_oid(applications, roleid))
 		return roleid;
-	foreach(lc, grantees)
+	foreach(lc, applications)
 	{
-		Oid			grantee = lfirst_oid(lc);
+		Oid			application = lfirst_oid(lc);
 
-		if (!has_privs_of_role(roleid, grantee))
+		if (!has_privs_of_role(roleid, application))
 			continue;
 		if (OidIsValid(found))
 			ereport(ERROR,
@@ -133,11 +220,21 @@ owner_resolve(Oid roleid)
 							GetUserNameFromId(roleid, false)),
 					 errdetail("It has the privileges of \"%s\" and of \"%s\", which were both granted the API, so its records could be stored under either.",
 							   GetUserNameFromId(found, false),
-							   GetUserNameFromId(grantee, false)),
+							   GetUserNameFromId(application, false)),
 					 errhint("Grant the API to this role itself, make it a member of one application role only, or SET ROLE to the application role first.")));
-		found = grantee;
+		found = application;
 	}
-	return OidIsValid(found) ? found : roleid;
+	if (OidIsValid(found))
+		return found;
+	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_2 && owner_holds_api(roleid))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_NOT_APPLICATION_ROLE),
+				 errmsg("role \"%s\" is not an application role of extension \"idempotency\"",
+						GetUserNameFromId(roleid, false)),
+				 errdetail("It holds privileges on the API, but grant_usage() was not given to it or to a role it has the privileges of, so it has no records of its own to work on."),
+				 errhint("As a superuser, run SELECT idempotency.grant_usage('%s'), or make it a member of its application role.",
+						 GetUserNameFromId(roleid, false))));
+	return roleid;
 }
 
 /*

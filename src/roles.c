@@ -12,7 +12,8 @@
  * roles), so the rows stay under the name they were written with: a role
  * created later under that name inherits them, and a renamed role no longer
  * sees them.  The administrator decides, in each database:
- * forget_role(name) deletes them, rename_owner(old, new) moves them.  Both
+ * forget_role(name) deletes them, rename_owner(old, new) moves them, and
+ * with them the name's place among the application roles (owner.c).  Both
  * run their SQL as the tables' owner (SqlCallBegin) and are revoked
  * from PUBLIC.
  *
@@ -39,6 +40,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "args.h"
@@ -200,6 +202,16 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 										  " WHERE t.owner OPERATOR(pg_catalog.=) $1",
 										  role_tables[i].name),
 								 1, values, SPI_OK_DELETE);
+	/*
+	 * A dropped role's name is no longer an application role's, so that a
+	 * role created later under it is not one unless grant_usage() says so;
+	 * a role that exists keeps its standing.
+	 */
+	if (IdempotencyCatalogGet()->sql_version >= IDEMPOTENCY_SQL_1_2 &&
+		!OidIsValid(get_role_oid(TextDatumGetCString(values[0]), true)))
+		(void) roles_execute("DELETE FROM idempotency.application_roles AS a"
+							 " WHERE a.role_name OPERATOR(pg_catalog.=) $1",
+							 1, values, SPI_OK_DELETE);
 	SqlCallEnd(&call);
 
 	PG_RETURN_INT64((int64) deleted);
@@ -247,6 +259,17 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 										" pg_catalog.jsonb_build_object('owner'::pg_catalog.text, $2)) AS n",
 										role_tables[i].name, role_tables[i].name),
 							   2, values, SPI_OK_INSERT);
+
+	/*
+	 * An application role renamed is one under its new name (records and
+	 * the role's standing move together); a name that is one already stays.
+	 */
+	if (IdempotencyCatalogGet()->sql_version >= IDEMPOTENCY_SQL_1_2)
+		(void) roles_execute("WITH moved AS (DELETE FROM idempotency.application_roles AS a"
+							 " WHERE a.role_name OPERATOR(pg_catalog.=) $1 RETURNING a.role_name)"
+							 " INSERT INTO idempotency.application_roles (role_name)"
+							 " SELECT $2 FROM moved ON CONFLICT (role_name) DO NOTHING",
+							 2, values, SPI_OK_INSERT);
 
 	SqlCallEnd(&call);
 

@@ -83,6 +83,8 @@ typedef struct SqlCallCache
 
 static SqlCallCache sql_cache;
 
+static void sql_call_enter(SqlCall *call);
+
 /*
  * SqlCacheInvalidate
  *		Mark the cache stale when the registry (or everything) is invalidated;
@@ -193,6 +195,32 @@ SqlCallBegin(SqlCall *call)
 	sql_cache_check();
 
 	call->owner = OwnerName();
+	sql_call_enter(call);
+}
+
+/*
+ * SqlCallBeginAsTablesOwner
+ *		Enter the frame as the tables' owner without looking up whose records
+ *		the call works on: for the lookup itself (owner.c), which reads the
+ *		application roles.  SqlCallEnd leaves it.
+ */
+void
+SqlCallBeginAsTablesOwner(SqlCall *call)
+{
+	sql_cache_check();
+
+	call->owner = (Datum) 0;
+	sql_call_enter(call);
+}
+
+/*
+ * sql_call_enter
+ *		The rest of SqlCallBegin: read the clock, connect SPI and become the
+ *		tables' owner.
+ */
+static void
+sql_call_enter(SqlCall *call)
+{
 	call->now = GetCurrentTimestamp();
 	call->caller_cxt = CurrentMemoryContext;
 

@@ -95,6 +95,7 @@ typedef struct SqlCall
 extern void SqlCacheInvalidate(Oid relid);
 extern void SqlCallBegin(SqlCall *call);
 extern void SqlCallBeginAsCaller(SqlCall *call);
+extern void SqlCallBeginAsTablesOwner(SqlCall *call);
 extern void SqlCallEnd(SqlCall *call);
 extern uint64 SqlExecute(SqlStatement *stmt, Datum *values, const char *nulls);
 extern uint64 SqlExecuteOnce(const char *sql, int nargs, Oid *argtypes, Datum *values,

@@ -60,7 +60,7 @@ SKIP:
 	is( $node->safe_psql('postgres', q{
 			SELECT module_name || ' ' || version FROM pg_get_loaded_modules()
 			 WHERE file_name LIKE 'idempotency%'}),
-		'idempotency 1.1', 'the library tells its name and version');
+		'idempotency 1.2', 'the library tells its name and version');
 }
 
 SKIP:

@@ -199,12 +199,12 @@ $node->safe_psql('postgres', q{
 my $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	q{UPDATE pg_extension SET extversion = '0.9' WHERE extname = 'idempotency'});
-my $version_message = 'extension "idempotency" is installed at version "0.9", but its library is version "1.1"';
+my $version_message = 'extension "idempotency" is installed at version "0.9", but its library is version "1.2"';
 refused($_, $version_message, 'another version') foreach sort keys %calls;
 expire_all();
 worker_skips($version_message, 'another version', $offset);
 $node->safe_psql('postgres',
-	q{UPDATE pg_extension SET extversion = '1.1' WHERE extname = 'idempotency'});
+	q{UPDATE pg_extension SET extversion = '1.2' WHERE extname = 'idempotency'});
 
 #
 # 3. The layout of an earlier build: the schema is the extension's namespace

@@ -52,7 +52,7 @@ like($before, qr/^function idempotent_begin .*app EXECUTE/m,
 my ($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
 is($ret, 0, 'ALTER EXTENSION idempotency UPDATE succeeds') or diag($stderr);
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
-	'1.1', 'the extension is at the new version');
+	'1.2', 'the extension is at the new version');
 
 # every object that was there keeps exactly its privileges
 my $after = acls($node, 'postgres');

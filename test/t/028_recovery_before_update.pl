@@ -133,7 +133,7 @@ is($pooled->query_safe(q{SELECT outcome FROM idempotency.idempotent_begin('poole
 	'execute', 'the pooled session works before the update');
 $node->safe_psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
-	'1.1', 'the extension is updated');
+	'1.2', 'the extension is updated');
 
 # the pooled session, without reconnecting: a begin shows the recovery
 # columns, and recovery points, renewals and take-overs work

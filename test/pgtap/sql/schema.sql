@@ -60,7 +60,7 @@ SELECT functions_are('idempotency', ARRAY[
 	'the extension defines exactly these functions');
 SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_outbox', 'my_records', 'my_stalled_claims', 'my_tokens', 'stats'],
 	'the extension defines exactly these views');
-SELECT tables_are('idempotency', ARRAY['inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
+SELECT tables_are('idempotency', ARRAY['application_roles', 'inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
 	'the extension defines exactly these tables');
 
 SELECT has_function('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean']);

@@ -127,7 +127,7 @@ $coord->safe_psql('updated', q{
 $coord->safe_psql('updated', 'ALTER EXTENSION idempotency UPDATE');
 is($workers[0]->safe_psql('updated',
 		q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
-	'1.1', 'the update reached the workers');
+	'1.2', 'the update reached the workers');
 $coord->safe_psql('updated', 'SELECT idempotency.citus_setup()');
 is($coord->safe_psql('updated', $distributed),
 	'idempotent_checkpoint 0, idempotent_finish 0, idempotent_renew 0',
