@@ -156,7 +156,7 @@ refused('finish', 'function idempotency.idempotent_finish(text,jsonb,text,intege
 refused('abandon', 'function idempotency.idempotent_abandon(text,text) does not match the library of extension "idempotency"', 'older signatures');
 refused('inbox_receive', 'function idempotency.inbox_receive(text,text) does not match the library of extension "idempotency"', 'older signatures');
 my (undef, undef, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$calls{finish}");
-like($err, qr/DETAIL:  The function passes 5 arguments; version "1\.1" of the library takes 9\./,
+like($err, qr/DETAIL:  The function passes 5 arguments; version "1\.2" of the library takes 9\./,
 	'older signatures: the detail says how many arguments each side has');
 
 foreach my $name (sort keys %current)
