@@ -122,6 +122,23 @@ static int	registry_built_version = -1;
 static int	registry_ncolumns = 0;
 
 /*
+ * registry_columns_of
+ *		How many of the columns (a prefix of REGISTRY_COLUMNS) the registry
+ *		of that SQL version has.
+ */
+static int
+registry_columns_of(IdempotencySqlVersion version)
+{
+	int			n = 0;
+
+	while (n < REGISTRY_NCOLUMNS && registry_columns[n].since <= version)
+		n++;
+	for (int i = n; i < REGISTRY_NCOLUMNS; i++)
+		Assert(registry_columns[i].since > version);
+	return n;
+}
+
+/*
  * A claim of a key nobody has a record of.  ON CONFLICT waits for a
  * concurrent claim that is not yet committed: that wait is what lets a
  * duplicate request replay the first one's answer instead of failing.
@@ -327,12 +344,7 @@ registry_build(void)
 		SqlCacheInvalidate(InvalidOid);
 
 	/* the columns this version's table has: a prefix of the list */
-	registry_ncolumns = 0;
-	while (registry_ncolumns < REGISTRY_NCOLUMNS &&
-		   registry_columns[registry_ncolumns].since <= version)
-		registry_ncolumns++;
-	for (int i = registry_ncolumns; i < REGISTRY_NCOLUMNS; i++)
-		Assert(registry_columns[i].since > version);
+	registry_ncolumns = registry_columns_of(version);
 	recovery_returning = version >= IDEMPOTENCY_SQL_1_1 ?
 		", r.recovery_point, r.recovery_state" : "";
 
@@ -723,25 +735,46 @@ RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec)
 }
 
 /*
- * RegistryRowFromTuple
- *		A record as a row of RegistrySelectOwn or of the lookup returned it:
- *		every column, in the table's order.
+ * registry_row_read
+ *		A record from a row whose first ncolumns columns are the registry's
+ *		first ncolumns, in the table's order; the later ones are NULL.
+ *
+ * The row's layout is that of the statement that read it, which need not
+ * be the one registry_build would give now: a statement built for the 1.0
+ * table that waited for the registry's lock held by ALTER EXTENSION ...
+ * UPDATE is granted it after the update committed, and the invalidation
+ * that the lock brings makes the next build one for 1.1; the row it read
+ * still has 1.0's columns, which are a prefix of 1.1's.  So the row is read
+ * by its own column count, never by the current build's.
  */
-void
-RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
+static void
+registry_row_read(RegistryRow *row, HeapTuple tuple, TupleDesc desc, int ncolumns)
 {
-	registry_build();
-	if (desc->natts < registry_ncolumns)
-		elog(ERROR, "registry row has %d columns, expected %d",
-			 desc->natts, registry_ncolumns);
+	if (ncolumns < registry_columns_of(IDEMPOTENCY_SQL_1_0) || ncolumns > REGISTRY_NCOLUMNS)
+		elog(ERROR, "registry row has %d columns, expected %d to %d",
+			 ncolumns, registry_columns_of(IDEMPOTENCY_SQL_1_0), REGISTRY_NCOLUMNS);
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 	{
 		row->values[i] = (Datum) 0;
 		row->nulls[i] = true;
-		if (i < registry_ncolumns)
-			row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+		if (i >= ncolumns)
+			continue;
+		Assert(strcmp(NameStr(TupleDescAttr(desc, i)->attname), registry_columns[i].name) == 0);
+		row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
 	}
 	row->status = registry_status_decode(row->values[RC_status]);
+}
+
+/*
+ * RegistryRowFromTuple
+ *		A record as a row of RegistrySelectOwn or of the lookup returned it:
+ *		the columns of the registry its statement was built for, in the
+ *		table's order (registry_row_read).
+ */
+void
+RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
+{
+	registry_row_read(row, tuple, desc, desc->natts);
 }
 
 /*
@@ -965,6 +998,7 @@ RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt)
 {
 	bool		isnull;
 
-	RegistryRowFromTuple(claim, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
-	*previous_attempt = DatumGetInt32(SqlResult(i, REGISTRY_NCOLUMNS + 1, &isnull));
+	registry_row_read(claim, SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+					  SPI_tuptable->tupdesc->natts - 1);
+	*previous_attempt = DatumGetInt32(SqlResult(i, SPI_tuptable->tupdesc->natts, &isnull));
 }
