@@ -79,6 +79,12 @@ RegistryFence(void)
 #define PARAM_SEEN_STATUS (REGISTRY_NCOLUMNS + 3)
 #define REGISTRY_NARGS	(REGISTRY_NCOLUMNS + 3)
 
+/*
+ * The completer's batch alone takes one more: the claims it passes over, a
+ * text[n][2] of scope and key (XactClaimsInDatabase), or NULL.
+ */
+#define PARAM_PASSED_OVER (REGISTRY_NARGS + 1)
+
 typedef struct RegistryColumnDef
 {
 	const char *name;
@@ -209,7 +215,10 @@ static SqlStatement renew_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts 
  * Takes over, as a begin's take-over does, up to $19 (the attempt
  * parameter's place) of the caller's claims whose lease ran out and that
  * nobody took over: the completer's batch.  SKIP LOCKED passes over a claim
- * another completer (or a begin) holds, so no two get the same one.  Each
+ * another completer (or a begin) holds, so no two get the same one; the
+ * claims the calling transaction holds and must end itself (its
+ * transactional and deferred ones, $20) it passes over too, as it cannot
+ * lock them out of itself.  Each
  * row returned is the whole record after the take-over, then the attempt
  * it had before.  Not under Citus (a distributed table refuses SKIP LOCKED).
  */
@@ -334,7 +343,7 @@ registry_build(void)
 
 	if (registry_built_version == (int) version)
 		return;
-	StaticAssertStmt(REGISTRY_NARGS <= SQL_MAX_ARGS, "too many registry parameters");
+	StaticAssertStmt(PARAM_PASSED_OVER <= SQL_MAX_ARGS, "too many registry parameters");
 	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
 
 	if (registry_built_version < 0)
@@ -432,16 +441,23 @@ registry_build(void)
 						 " AND s.status OPERATOR(pg_catalog.=) 'processing'"
 						 " AND s.lease_until OPERATOR(pg_catalog.<=) $%d"
 						 " AND s.expires_at OPERATOR(pg_catalog.>) $%d"
+						 " AND ($%d IS NULL OR NOT EXISTS (SELECT"
+						 " FROM pg_catalog.generate_subscripts($%d, 1) AS o(i)"
+						 " WHERE s.scope OPERATOR(pg_catalog.=) $%d[o.i][1]"
+						 " AND s.key OPERATOR(pg_catalog.=) $%d[o.i][2]))"
 						 " LIMIT $%d FOR UPDATE SKIP LOCKED) AS s"
 						 " WHERE r.key OPERATOR(pg_catalog.=) s.key"
 						 " AND r.scope OPERATOR(pg_catalog.=) s.scope"
 						 " AND r.owner OPERATOR(pg_catalog.=) s.owner RETURNING ",
 						 RC_attempt + 1, RC_updated_at + 1, RC_lease_until + 1,
 						 RC_owner + 1, RC_scope + 1, RC_scope + 1, PARAM_NOW, PARAM_NOW,
-						 PARAM_ATTEMPT);
+						 PARAM_PASSED_OVER, PARAM_PASSED_OVER, PARAM_PASSED_OVER,
+						 PARAM_PASSED_OVER, PARAM_ATTEMPT);
 		registry_column_list(&buf, true);
 		appendStringInfoString(&buf, ", s.attempt");
 		registry_statement(&stalled_stmt, buf.data);
+		stalled_stmt.nargs = PARAM_PASSED_OVER;
+		stalled_stmt.argtypes[PARAM_PASSED_OVER - 1] = TEXTARRAYOID;
 	}
 
 	MemoryContextSwitchTo(oldcontext);
@@ -449,17 +465,18 @@ registry_build(void)
 }
 
 /*
- * registry_execute_seen
+ * registry_execute_all
  *		Run one of the statements with an image's columns and the extra
  *		parameters (attempt only where one is given, the status a claim saw
- *		only where it saw a record).
+ *		only where it saw a record, the claims the completer passes over
+ *		only for its batch).
  */
 static uint64
-registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
-					  RegistryAttempt attempt, Datum seen_status)
+registry_execute_all(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+					 RegistryAttempt attempt, Datum seen_status, Datum passed_over)
 {
-	Datum		values[REGISTRY_NARGS];
-	char		nulls[REGISTRY_NARGS];
+	Datum		values[PARAM_PASSED_OVER];
+	char		nulls[PARAM_PASSED_OVER];
 
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 	{
@@ -472,7 +489,20 @@ registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
 	nulls[PARAM_ATTEMPT - 1] = attempt.given ? ' ' : 'n';
 	values[PARAM_SEEN_STATUS - 1] = seen_status;
 	nulls[PARAM_SEEN_STATUS - 1] = seen_status == (Datum) 0 ? 'n' : ' ';
+	values[PARAM_PASSED_OVER - 1] = passed_over;
+	nulls[PARAM_PASSED_OVER - 1] = passed_over == (Datum) 0 ? 'n' : ' ';
 	return SqlExecute(stmt, values, nulls);
+}
+
+/*
+ * registry_execute_seen
+ *		registry_execute_all for a statement that passes no claims over.
+ */
+static uint64
+registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+					  RegistryAttempt attempt, Datum seen_status)
+{
+	return registry_execute_all(stmt, call, row, attempt, seen_status, (Datum) 0);
 }
 
 /*
@@ -967,12 +997,14 @@ RegistryRenew(SqlCall *call, Datum scope, Datum key, TimestampTz lease_until,
  * RegistryClaimStalled
  *		Take over up to limit of the caller's stalled claims (in scope, or
  *		any scope if scope is 0): processing, their lease run out, not
- *		expired.  Each gets a new attempt and a lease to lease_until, as a
+ *		expired, and not among passed_over (a text[n][2] of scope and key,
+ *		or 0).  Each gets a new attempt and a lease to lease_until, as a
  *		begin's take-over gives.  Returns how many; RegistryStalledRow reads
  *		each.
  */
 uint64
-RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_until)
+RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_until,
+					 Datum passed_over)
 {
 	RegistryRow row;
 	RegistryAttempt batch = {true, limit};
@@ -985,7 +1017,7 @@ RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_
 	RegistryRowSet(&row, RC_attempt, Int32GetDatum(RegistryFence()));
 	RegistryRowSet(&row, RC_updated_at, TimestampTzGetDatum(call->now));
 	RegistryRowSet(&row, RC_lease_until, TimestampTzGetDatum(lease_until));
-	return registry_execute(&stalled_stmt, call, &row, batch);
+	return registry_execute_all(&stalled_stmt, call, &row, batch, (Datum) 0, passed_over);
 }
 
 /*
