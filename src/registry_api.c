@@ -787,7 +787,8 @@ begin_retry_after(const RegistryRow *rec)
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
  *		max_wait, defer_claim[, external]): the 1.0 declaration has no
  *		external, and its claims are all external, as 1.0's were (they
- *		commit on their own).
+ *		commit on their own); so are the 1.1 declaration's under
+ *		idempotency.commit_rule = lease_is_external, but for deferred ones.
  */
 static Datum
 api_begin(FunctionCallInfo fcinfo, bool has_external)
@@ -827,6 +828,14 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("defer_claim and external cannot both be true"),
 					 errdetail("A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.")));
+
+		/*
+		 * 1.0's rule, kept by the setting while clients written for 1.0 run
+		 * on the 1.1 objects: a written claim may commit unfinished, its
+		 * lease bounding it.  A deferred claim has nothing written to commit.
+		 */
+		if (idempotency_commit_rule == COMMIT_RULE_LEASE_IS_EXTERNAL && !args.defer_claim)
+			args.external = true;
 	}
 
 	res = api_result(fcinfo, &result_cache, "outcome");

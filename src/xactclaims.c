@@ -27,7 +27,9 @@
  * prepare) while such a claim is open: the pre-commit callback refuses it
  * with an error, which aborts the transaction and everything it wrote.
  * Claims of the 1.0 SQL objects' idempotent_begin are external, as 1.0's
- * were.  And the completer (claim_stalled) passes over the transaction's
+ * were, and so are the written claims of a session that keeps 1.0's rule
+ * (idempotency.commit_rule = lease_is_external) while its clients move from
+ * 1.0 to 1.1.  And the completer (claim_stalled) passes over the transaction's
  * own open claims that are not external (XactClaimsInDatabase): taking one
  * over would make it external, and the transaction would commit its
  * business write with the claim unfinished, for a retry after the lease to
