@@ -152,6 +152,7 @@ $node->poll_query_until('postgres', q{
 	SELECT count(*) >= 200 FROM idempotency.registry WHERE key LIKE 'load-%'});
 $node->safe_psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
 $bench->finish;
+note("the load through the update:\n$bench_out");
 my $log = slurp_file($node->logfile, $log_start);
 my %errors;
 $errors{$1}++ while $log =~ /\] (\w{5}) (?:ERROR|FATAL):/g;
