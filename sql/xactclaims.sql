@@ -434,6 +434,32 @@ EXCEPTION WHEN invalid_transaction_termination THEN
 END $$;
 SELECT count(*) AS records FROM idempotency.registry WHERE key = 't12';
 
+-- idempotency.commit_rule = lease_is_external keeps 1.0's rule: a written
+-- claim taken without external commits unfinished (in autocommit too); a
+-- deferred one still holds the commit; it is read when the claim is taken
+SELECT boot_val, context, enumvals FROM pg_settings WHERE name = 'idempotency.commit_rule';
+SET idempotency.commit_rule = 'lease_is_external';
+SELECT outcome FROM idempotency.idempotent_begin('t13', lease => '1 minute');
+SELECT status FROM idempotency.registry WHERE key = 't13';
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t14', defer_claim => true);
+\set VERBOSITY sqlstate
+COMMIT;
+\set VERBOSITY default
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('t15');
+SET LOCAL idempotency.commit_rule = 'external_required';
+COMMIT;
+BEGIN;
+SET LOCAL idempotency.commit_rule = 'external_required';
+SELECT outcome FROM idempotency.idempotent_begin('t16');
+\set VERBOSITY sqlstate
+COMMIT;
+\set VERBOSITY default
+RESET idempotency.commit_rule;
+SELECT key, status FROM idempotency.registry WHERE key IN ('t13', 't14', 't15', 't16') ORDER BY key;
+SET idempotency.commit_rule = 'sometimes';
+
 DROP TABLE orders_paid;
 TRUNCATE idempotency.registry;
 RESET search_path;

@@ -57,6 +57,15 @@ int			idempotency_outbox_delivery = OUTBOX_DELIVERY_RELAY;
 /* idempotent_begin's wait when the call names none, in ms (registry_api.c) */
 int			idempotency_max_wait = 5000;
 
+/* which claims may commit unfinished (registry_api.c, xactclaims.c) */
+int			idempotency_commit_rule = COMMIT_RULE_EXTERNAL_REQUIRED;
+
+static const struct config_enum_entry commit_rule_options[] = {
+	{"external_required", COMMIT_RULE_EXTERNAL_REQUIRED, false},
+	{"lease_is_external", COMMIT_RULE_LEASE_IS_EXTERNAL, false},
+	{NULL, 0, false}
+};
+
 static const struct config_enum_entry outbox_delivery_options[] = {
 	{"relay", OUTBOX_DELIVERY_RELAY, false},
 	{"logical", OUTBOX_DELIVERY_LOGICAL, false},
@@ -169,6 +178,25 @@ _PG_init(void)
 							 &idempotency_outbox_delivery,
 							 OUTBOX_DELIVERY_RELAY,
 							 outbox_delivery_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * USERSET: the rule protects the application's own writes, and a client
+	 * written for 1.0 must be able to keep 1.0's rule for itself (SET, SET
+	 * LOCAL, ALTER ROLE) while the operator rolls the update out.
+	 */
+	DefineCustomEnumVariable("idempotency.commit_rule",
+							 "Sets which claims of idempotent_begin may commit before their finish.",
+							 "external_required: only those taken with external => true; "
+							 "a transaction that commits with another claim unfinished fails. "
+							 "lease_is_external: every claim but a deferred one, bounded by "
+							 "its lease, as in version 1.0, for clients written for 1.0 "
+							 "while the extension is updated.",
+							 &idempotency_commit_rule,
+							 COMMIT_RULE_EXTERNAL_REQUIRED,
+							 commit_rule_options,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

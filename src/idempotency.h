@@ -59,5 +59,17 @@ extern int	idempotency_history_ttl;
 extern bool idempotency_permission_hints;
 extern int	idempotency_outbox_delivery;
 extern int	idempotency_max_wait;
+extern int	idempotency_commit_rule;
+
+/*
+ * idempotency.commit_rule: whether a claim taken without external => true
+ * must be finished in the transaction that took it (1.1's rule), or may
+ * commit unfinished, bounded by its lease, as every claim could in 1.0.
+ */
+typedef enum IdempotencyCommitRule
+{
+	COMMIT_RULE_EXTERNAL_REQUIRED,
+	COMMIT_RULE_LEASE_IS_EXTERNAL
+} IdempotencyCommitRule;
 
 #endif							/* IDEMPOTENCY_H */

@@ -20,6 +20,9 @@
  * - claim_stalled takes over a batch of the caller's claims whose lease ran
  *	 out and that no client retried, for a background completer: each gets
  *	 a new attempt, as a take-over gives, with its recovery point and state.
+ *	 It passes over the claims its own transaction must finish (taken
+ *	 without external, or deferred): taken over, they would become external
+ *	 and let the transaction commit its work with the claim unfinished.
  *
  * The first two are fenced exactly as finish is: inside the transaction
  * that took the claim its attempt is implied; later, the attempt must be
@@ -202,7 +205,10 @@ PG_FUNCTION_INFO_V1(idempotency_claim_stalled);
  *		NULL), one row each: the claim as a begin's take-over answers it,
  *		and the attempt taken over.  The claims are this transaction's, as a
  *		begin's are: finished or checkpointed in it, they need no attempt.
- *		Each counts as a take-over in the statistics.
+ *		Each counts as a take-over in the statistics.  A claim the
+ *		transaction itself took without external (or with defer_claim) is
+ *		passed over, whatever its lease: it is not stalled but in progress
+ *		here, and must be finished before this transaction commits.
  */
 Datum
 idempotency_claim_stalled(PG_FUNCTION_ARGS)
@@ -246,27 +252,30 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 		lease_until = call.now + STALLED_DEFAULT_LEASE_USECS;
 	else
 		lease_until = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(2), "lease");
-	n = RegistryClaimStalled(&call, scope, limit, lease_until);
+	n = RegistryClaimStalled(&call, scope, limit, lease_until,
+							 XactClaimsInDatabase(call.owner));
 	for (uint64 i = 0; i < n; i++)
 	{
 		RegistryRow claim;
 		int32		previous;
 		Datum	   *values = palloc0(rsinfo->setDesc->natts * sizeof(Datum));
 		bool	   *nulls = palloc(rsinfo->setDesc->natts * sizeof(bool));
+		XactClaim  *held;
 
 		memset(nulls, true, rsinfo->setDesc->natts * sizeof(bool));
 		RegistryStalledRow(i, &claim, &previous);
-		{
-			/*
-			 * a claim of this transaction's own whose lease ran out: the new
-			 * attempt supersedes it (undone with it by a rollback)
-			 */
-			XactClaim  *held = XactClaimFind(claim.values[RC_owner],
-											 claim.values[RC_scope],
-											 claim.values[RC_key]);
 
-			if (held != NULL)
-				XactClaimEnd(held);
+		/*
+		 * An external claim of this transaction's own whose lease ran out:
+		 * the new attempt supersedes it (undone with it by a rollback).  The
+		 * transaction's other claims were passed over: they must end in it.
+		 */
+		held = XactClaimFind(claim.values[RC_owner], claim.values[RC_scope],
+							 claim.values[RC_key]);
+		if (held != NULL)
+		{
+			Assert(held->kind == XACT_CLAIM_EXTERNAL);
+			XactClaimEnd(held);
 		}
 		/* a claim for a completer of work outside the database */
 		XactClaimAdd(&claim, XACT_CLAIM_EXTERNAL);

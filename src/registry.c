@@ -79,6 +79,12 @@ RegistryFence(void)
 #define PARAM_SEEN_STATUS (REGISTRY_NCOLUMNS + 3)
 #define REGISTRY_NARGS	(REGISTRY_NCOLUMNS + 3)
 
+/*
+ * The completer's batch alone takes one more: the claims it passes over, a
+ * text[n][2] of scope and key (XactClaimsInDatabase), or NULL.
+ */
+#define PARAM_PASSED_OVER (REGISTRY_NARGS + 1)
+
 typedef struct RegistryColumnDef
 {
 	const char *name;
@@ -120,6 +126,23 @@ StaticAssertDecl(PARAM_NOW == 17, "REGISTRY_LIVE_SQL names the clock as $17");
  */
 static int	registry_built_version = -1;
 static int	registry_ncolumns = 0;
+
+/*
+ * registry_columns_of
+ *		How many of the columns (a prefix of REGISTRY_COLUMNS) the registry
+ *		of that SQL version has.
+ */
+static int
+registry_columns_of(IdempotencySqlVersion version)
+{
+	int			n = 0;
+
+	while (n < REGISTRY_NCOLUMNS && registry_columns[n].since <= version)
+		n++;
+	for (int i = n; i < REGISTRY_NCOLUMNS; i++)
+		Assert(registry_columns[i].since > version);
+	return n;
+}
 
 /*
  * A claim of a key nobody has a record of.  ON CONFLICT waits for a
@@ -192,7 +215,10 @@ static SqlStatement renew_stmt = {.expected_rc = SPI_OK_UPDATE_RETURNING,.natts 
  * Takes over, as a begin's take-over does, up to $19 (the attempt
  * parameter's place) of the caller's claims whose lease ran out and that
  * nobody took over: the completer's batch.  SKIP LOCKED passes over a claim
- * another completer (or a begin) holds, so no two get the same one.  Each
+ * another completer (or a begin) holds, so no two get the same one; the
+ * claims the calling transaction holds and must end itself (its
+ * transactional and deferred ones, $20) it passes over too, as it cannot
+ * lock them out of itself.  Each
  * row returned is the whole record after the take-over, then the attempt
  * it had before.  Not under Citus (a distributed table refuses SKIP LOCKED).
  */
@@ -317,7 +343,7 @@ registry_build(void)
 
 	if (registry_built_version == (int) version)
 		return;
-	StaticAssertStmt(REGISTRY_NARGS <= SQL_MAX_ARGS, "too many registry parameters");
+	StaticAssertStmt(PARAM_PASSED_OVER <= SQL_MAX_ARGS, "too many registry parameters");
 	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
 
 	if (registry_built_version < 0)
@@ -327,12 +353,7 @@ registry_build(void)
 		SqlCacheInvalidate(InvalidOid);
 
 	/* the columns this version's table has: a prefix of the list */
-	registry_ncolumns = 0;
-	while (registry_ncolumns < REGISTRY_NCOLUMNS &&
-		   registry_columns[registry_ncolumns].since <= version)
-		registry_ncolumns++;
-	for (int i = registry_ncolumns; i < REGISTRY_NCOLUMNS; i++)
-		Assert(registry_columns[i].since > version);
+	registry_ncolumns = registry_columns_of(version);
 	recovery_returning = version >= IDEMPOTENCY_SQL_1_1 ?
 		", r.recovery_point, r.recovery_state" : "";
 
@@ -420,16 +441,23 @@ registry_build(void)
 						 " AND s.status OPERATOR(pg_catalog.=) 'processing'"
 						 " AND s.lease_until OPERATOR(pg_catalog.<=) $%d"
 						 " AND s.expires_at OPERATOR(pg_catalog.>) $%d"
+						 " AND ($%d IS NULL OR NOT EXISTS (SELECT"
+						 " FROM pg_catalog.generate_subscripts($%d, 1) AS o(i)"
+						 " WHERE s.scope OPERATOR(pg_catalog.=) $%d[o.i][1]"
+						 " AND s.key OPERATOR(pg_catalog.=) $%d[o.i][2]))"
 						 " LIMIT $%d FOR UPDATE SKIP LOCKED) AS s"
 						 " WHERE r.key OPERATOR(pg_catalog.=) s.key"
 						 " AND r.scope OPERATOR(pg_catalog.=) s.scope"
 						 " AND r.owner OPERATOR(pg_catalog.=) s.owner RETURNING ",
 						 RC_attempt + 1, RC_updated_at + 1, RC_lease_until + 1,
 						 RC_owner + 1, RC_scope + 1, RC_scope + 1, PARAM_NOW, PARAM_NOW,
-						 PARAM_ATTEMPT);
+						 PARAM_PASSED_OVER, PARAM_PASSED_OVER, PARAM_PASSED_OVER,
+						 PARAM_PASSED_OVER, PARAM_ATTEMPT);
 		registry_column_list(&buf, true);
 		appendStringInfoString(&buf, ", s.attempt");
 		registry_statement(&stalled_stmt, buf.data);
+		stalled_stmt.nargs = PARAM_PASSED_OVER;
+		stalled_stmt.argtypes[PARAM_PASSED_OVER - 1] = TEXTARRAYOID;
 	}
 
 	MemoryContextSwitchTo(oldcontext);
@@ -437,17 +465,18 @@ registry_build(void)
 }
 
 /*
- * registry_execute_seen
+ * registry_execute_all
  *		Run one of the statements with an image's columns and the extra
  *		parameters (attempt only where one is given, the status a claim saw
- *		only where it saw a record).
+ *		only where it saw a record, the claims the completer passes over
+ *		only for its batch).
  */
 static uint64
-registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
-					  RegistryAttempt attempt, Datum seen_status)
+registry_execute_all(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+					 RegistryAttempt attempt, Datum seen_status, Datum passed_over)
 {
-	Datum		values[REGISTRY_NARGS];
-	char		nulls[REGISTRY_NARGS];
+	Datum		values[PARAM_PASSED_OVER];
+	char		nulls[PARAM_PASSED_OVER];
 
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 	{
@@ -460,7 +489,20 @@ registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
 	nulls[PARAM_ATTEMPT - 1] = attempt.given ? ' ' : 'n';
 	values[PARAM_SEEN_STATUS - 1] = seen_status;
 	nulls[PARAM_SEEN_STATUS - 1] = seen_status == (Datum) 0 ? 'n' : ' ';
+	values[PARAM_PASSED_OVER - 1] = passed_over;
+	nulls[PARAM_PASSED_OVER - 1] = passed_over == (Datum) 0 ? 'n' : ' ';
 	return SqlExecute(stmt, values, nulls);
+}
+
+/*
+ * registry_execute_seen
+ *		registry_execute_all for a statement that passes no claims over.
+ */
+static uint64
+registry_execute_seen(SqlStatement *stmt, SqlCall *call, const RegistryRow *row,
+					  RegistryAttempt attempt, Datum seen_status)
+{
+	return registry_execute_all(stmt, call, row, attempt, seen_status, (Datum) 0);
 }
 
 /*
@@ -723,25 +765,46 @@ RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec)
 }
 
 /*
- * RegistryRowFromTuple
- *		A record as a row of RegistrySelectOwn or of the lookup returned it:
- *		every column, in the table's order.
+ * registry_row_read
+ *		A record from a row whose first ncolumns columns are the registry's
+ *		first ncolumns, in the table's order; the later ones are NULL.
+ *
+ * The row's layout is that of the statement that read it, which need not
+ * be the one registry_build would give now: a statement built for the 1.0
+ * table that waited for the registry's lock held by ALTER EXTENSION ...
+ * UPDATE is granted it after the update committed, and the invalidation
+ * that the lock brings makes the next build one for 1.1; the row it read
+ * still has 1.0's columns, which are a prefix of 1.1's.  So the row is read
+ * by its own column count, never by the current build's.
  */
-void
-RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
+static void
+registry_row_read(RegistryRow *row, HeapTuple tuple, TupleDesc desc, int ncolumns)
 {
-	registry_build();
-	if (desc->natts < registry_ncolumns)
-		elog(ERROR, "registry row has %d columns, expected %d",
-			 desc->natts, registry_ncolumns);
+	if (ncolumns < registry_columns_of(IDEMPOTENCY_SQL_1_0) || ncolumns > REGISTRY_NCOLUMNS)
+		elog(ERROR, "registry row has %d columns, expected %d to %d",
+			 ncolumns, registry_columns_of(IDEMPOTENCY_SQL_1_0), REGISTRY_NCOLUMNS);
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 	{
 		row->values[i] = (Datum) 0;
 		row->nulls[i] = true;
-		if (i < registry_ncolumns)
-			row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+		if (i >= ncolumns)
+			continue;
+		Assert(strcmp(NameStr(TupleDescAttr(desc, i)->attname), registry_columns[i].name) == 0);
+		row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
 	}
 	row->status = registry_status_decode(row->values[RC_status]);
+}
+
+/*
+ * RegistryRowFromTuple
+ *		A record as a row of RegistrySelectOwn or of the lookup returned it:
+ *		the columns of the registry its statement was built for, in the
+ *		table's order (registry_row_read).
+ */
+void
+RegistryRowFromTuple(RegistryRow *row, HeapTuple tuple, TupleDesc desc)
+{
+	registry_row_read(row, tuple, desc, desc->natts);
 }
 
 /*
@@ -934,12 +997,14 @@ RegistryRenew(SqlCall *call, Datum scope, Datum key, TimestampTz lease_until,
  * RegistryClaimStalled
  *		Take over up to limit of the caller's stalled claims (in scope, or
  *		any scope if scope is 0): processing, their lease run out, not
- *		expired.  Each gets a new attempt and a lease to lease_until, as a
+ *		expired, and not among passed_over (a text[n][2] of scope and key,
+ *		or 0).  Each gets a new attempt and a lease to lease_until, as a
  *		begin's take-over gives.  Returns how many; RegistryStalledRow reads
  *		each.
  */
 uint64
-RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_until)
+RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_until,
+					 Datum passed_over)
 {
 	RegistryRow row;
 	RegistryAttempt batch = {true, limit};
@@ -952,7 +1017,7 @@ RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit, TimestampTz lease_
 	RegistryRowSet(&row, RC_attempt, Int32GetDatum(RegistryFence()));
 	RegistryRowSet(&row, RC_updated_at, TimestampTzGetDatum(call->now));
 	RegistryRowSet(&row, RC_lease_until, TimestampTzGetDatum(lease_until));
-	return registry_execute(&stalled_stmt, call, &row, batch);
+	return registry_execute_all(&stalled_stmt, call, &row, batch, (Datum) 0, passed_over);
 }
 
 /*
@@ -965,6 +1030,7 @@ RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt)
 {
 	bool		isnull;
 
-	RegistryRowFromTuple(claim, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
-	*previous_attempt = DatumGetInt32(SqlResult(i, REGISTRY_NCOLUMNS + 1, &isnull));
+	registry_row_read(claim, SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+					  SPI_tuptable->tupdesc->natts - 1);
+	*previous_attempt = DatumGetInt32(SqlResult(i, SPI_tuptable->tupdesc->natts, &isnull));
 }

@@ -148,7 +148,7 @@ extern bool RegistryCheckpoint(SqlCall *call, Datum scope, Datum key, Datum poin
 extern bool RegistryRenew(SqlCall *call, Datum scope, Datum key, TimestampTz lease_until,
 						  RegistryAttempt attempt, TimestampTz *granted);
 extern uint64 RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit,
-								   TimestampTz lease_until);
+								   TimestampTz lease_until, Datum passed_over);
 extern void RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt);
 
 /* registry_api.c: why a fenced statement on a claim changed no row */

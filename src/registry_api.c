@@ -30,7 +30,13 @@
  * A bounded wait (wait => false, max_wait, or a lock_timeout the caller has
  * set) runs the claim in a subtransaction with lock_timeout set to the bound;
  * a lock timeout there means another transaction holds the record, and the
- * answer is "in_progress" while the caller's transaction stays usable.
+ * answer is "in_progress" while the caller's transaction stays usable.  That
+ * holds only for a wait on the record: a lock on the registry table itself
+ * (ALTER EXTENSION ... UPDATE, LOCK TABLE, CREATE INDEX) says nothing of the
+ * key, which may be finished and held by nobody.  So a bounded begin first
+ * takes the registry's lock, waiting for it as long as max_wait (or
+ * idempotency.max_wait) lets it even with wait => false, and fails with
+ * 55P03 past that (begin_lock_registry), never answering in_progress for it.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -47,6 +53,7 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -699,6 +706,62 @@ begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
 }
 
 /*
+ * begin_lock_registry
+ *		Take the lock on the registry that the claim's statements take (mode:
+ *		AccessShareLock for a begin that only reads, RowExclusiveLock for one
+ *		that may write), waiting for another transaction's lock on the table
+ *		at most timeout_ms (begin_lock_timeout's bound for wait => true; 0:
+ *		as long as lock_timeout lets it).  Past the bound: 55P03, a retryable
+ *		error that says the table is locked, not in_progress, which would
+ *		say that a request holds the key.  The lock is kept, as the
+ *		statements' own would be, until the transaction ends.
+ */
+static void
+begin_lock_registry(LOCKMODE mode, int timeout_ms, Datum key)
+{
+	Oid			relid = IdempotencyCatalogGet()->relids[IR_REGISTRY];
+	MemoryContext oldcontext = CurrentMemoryContext;
+	int			nestlevel;
+	char		ms[32];
+
+	if (ConditionalLockRelationOid(relid, mode))
+		return;
+	if (timeout_ms == 0)
+	{
+		LockRelationOid(relid, mode);
+		return;
+	}
+
+	nestlevel = NewGUCNestLevel();
+	snprintf(ms, sizeof(ms), "%d", timeout_ms);
+	(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	PG_TRY();
+	{
+		LockRelationOid(relid, mode);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not claim idempotency key \"%s\": table \"idempotency.registry\" is locked",
+						IdempotencyKeyDisplay(key)),
+				 errdetail("Another transaction holds a lock on the registry table (ALTER EXTENSION idempotency UPDATE among others); the call waited %d ms for it.",
+						   timeout_ms),
+				 errhint("Retry the request.")));
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
  * begin_retry_after
  *		An in_progress answer's retry_after: the whole seconds, rounded up,
  *		from now (read from the clock, not the statement's start) until the
@@ -724,7 +787,8 @@ begin_retry_after(const RegistryRow *rec)
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
  *		max_wait, defer_claim[, external]): the 1.0 declaration has no
  *		external, and its claims are all external, as 1.0's were (they
- *		commit on their own).
+ *		commit on their own); so are the 1.1 declaration's under
+ *		idempotency.commit_rule = lease_is_external, but for deferred ones.
  */
 static Datum
 api_begin(FunctionCallInfo fcinfo, bool has_external)
@@ -764,6 +828,14 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("defer_claim and external cannot both be true"),
 					 errdetail("A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.")));
+
+		/*
+		 * 1.0's rule, kept by the setting while clients written for 1.0 run
+		 * on the 1.1 objects: a written claim may commit unfinished, its
+		 * lease bounding it.  A deferred claim has nothing written to commit.
+		 */
+		if (idempotency_commit_rule == COMMIT_RULE_LEASE_IS_EXTERNAL && !args.defer_claim)
+			args.external = true;
 	}
 
 	res = api_result(fcinfo, &result_cache, "outcome");
@@ -782,8 +854,18 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 
 	if (args.lock_timeout_ms == 0)
 		begin_loop(&call, &args, &result);
-	else if (!begin_read_only(&call, &args, &result))
-		begin_bounded(&call, &args, &result);
+	else
+	{
+		/* the registry's own lock is waited for within max_wait, not 1 ms */
+		int			table_timeout_ms = begin_lock_timeout(fcinfo, true, 7);
+
+		begin_lock_registry(AccessShareLock, table_timeout_ms, args.key);
+		if (!begin_read_only(&call, &args, &result))
+		{
+			begin_lock_registry(RowExclusiveLock, table_timeout_ms, args.key);
+			begin_bounded(&call, &args, &result);
+		}
+	}
 
 	SqlCallEnd(&call);
 

@@ -27,7 +27,13 @@
  * prepare) while such a claim is open: the pre-commit callback refuses it
  * with an error, which aborts the transaction and everything it wrote.
  * Claims of the 1.0 SQL objects' idempotent_begin are external, as 1.0's
- * were.
+ * were, and so are the written claims of a session that keeps 1.0's rule
+ * (idempotency.commit_rule = lease_is_external) while its clients move from
+ * 1.0 to 1.1.  And the completer (claim_stalled) passes over the transaction's
+ * own open claims that are not external (XactClaimsInDatabase): taking one
+ * over would make it external, and the transaction would commit its
+ * business write with the claim unfinished, for a retry after the lease to
+ * do again.
  *
  * Subtransactions: a claim taken in a subtransaction that rolls back is
  * forgotten with it (its business write is gone too); one taken in a
@@ -61,8 +67,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "lib/ilist.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -417,4 +425,43 @@ XactClaimEnd(XactClaim *claim)
 		claim->ended_level = level;
 		xact_nended++;
 	}
+}
+
+/*
+ * XactClaimsInDatabase
+ *		The scope and key of each of owner's open claims in this transaction
+ *		that must end in it (transactional or deferred), as a text[n][2] (a
+ *		key's bytes are a text's), for the completer to pass over; (Datum) 0
+ *		if there are none.  In the caller's memory.
+ */
+Datum
+XactClaimsInDatabase(Datum owner)
+{
+	dlist_iter	iter;
+	Datum	   *elems;
+	int			n = 0;
+	int			dims[2];
+	int			lbs[2] = {1, 1};
+	text	   *own = DatumGetTextPP(owner);
+
+	if (xact_nclaims == 0)
+		return (Datum) 0;
+	elems = palloc(2 * xact_nclaims * sizeof(Datum));
+	dlist_foreach(iter, &xact_claims)
+	{
+		XactClaim  *claim = dlist_container(XactClaim, node, iter.cur);
+
+		if (claim->ended_level != 0 || claim->kind == XACT_CLAIM_EXTERNAL ||
+			!xact_text_equal(DatumGetTextPP(claim->row.values[RC_owner]), own))
+			continue;
+		elems[2 * n] = claim->row.values[RC_scope];
+		elems[2 * n + 1] = claim->row.values[RC_key];
+		n++;
+	}
+	if (n == 0)
+		return (Datum) 0;
+	dims[0] = n;
+	dims[1] = 2;
+	return PointerGetDatum(construct_md_array(elems, NULL, 2, dims, lbs, TEXTOID, -1,
+											  false, TYPALIGN_INT));
 }

@@ -45,6 +45,7 @@ typedef struct XactClaim
 extern XactClaim *XactClaimFind(Datum owner, Datum scope, Datum key);
 extern XactClaim *XactClaimAdd(const RegistryRow *claim, XactClaimKind kind);
 extern void XactClaimEnd(XactClaim *claim);
+extern Datum XactClaimsInDatabase(Datum owner);
 
 /* registry_api.c: the attempt a call on this transaction's claim names */
 extern void RegistryOwnAttempt(XactClaim *claim, RegistryAttempt attempt);

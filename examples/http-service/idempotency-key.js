@@ -16,6 +16,7 @@ const ERRORS = {
   '22P02': [400, 'invalid Idempotency-Key header or request body'],
   '40001': [409, 'a concurrent request with the same key; retry', 1],
   '40P01': [409, 'a concurrent request with the same key; retry', 1],
+  '55P03': [503, 'the service is being updated; retry', 1],
   '57014': [503, 'the request took too long; retry', 1],
 };
 
