@@ -133,6 +133,7 @@ extern void RegistryOutputFill(const RegistryOutput *out, const RegistryRow *row
 							   Datum *values, bool *nulls);
 
 extern int32 RegistryFence(void);
+extern int32 RegistryFenceAt(TimestampTz t);
 
 extern bool RegistryInsertClaim(SqlCall *call, const RegistryRow *claim);
 extern bool RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec);

@@ -902,6 +902,35 @@ api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
 }
 
 /*
+ * api_attempt_before_record
+ *		Refuse an attempt number smaller than any this record was given.  The
+ *		record keeps only its latest attempt, but its first claim's clock
+ *		reading too (created_at, which a take-over keeps and a new claim of
+ *		an expired or abandoned record resets), and every attempt it was
+ *		given is at least the fence of that moment (RegistryFenceAt).  An
+ *		attempt below it was not taken over from this record: it was given
+ *		to an earlier record of the key, since expired or abandoned, or to
+ *		no claim at all, and which of the two is not known.  Returns if the
+ *		attempt may be one of the record's.
+ */
+static void
+api_attempt_before_record(RegistryAttempt attempt, const char *keystr,
+						  const char *scopestr, int32 current, TimestampTz created_at)
+{
+	int32		first = RegistryFenceAt(created_at);
+
+	if (attempt.value >= first)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is older than the key's record",
+					attempt.value, keystr, scopestr),
+			 errdetail("Attempt numbers start from the clock's seconds at their claim: the record's first claim was given attempt %d or a larger one, and attempt %d holds the key now. Attempt %d was never issued to this record: it belonged to an earlier record of the key, since expired or abandoned, or to no claim at all.",
+					   first, current, attempt.value),
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
  * api_explain_miss
  *		finish or abandon changed no row: read the record and report why,
  *		with the SQLSTATE that tells the caller what to do about it.  A
@@ -929,6 +958,9 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 	/* a fenced-off attempt hears about that first, whatever happened since */
 	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
 		api_attempt_never_issued(attempt, keystr, scopestr, current, false);
+	if (attempt.given && attempt.value < current)
+		api_attempt_before_record(attempt, keystr, scopestr, current,
+								  DatumGetTimestampTz(rec.values[RC_created_at]));
 	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
