@@ -99,7 +99,7 @@ typedef struct RegistryAnswer
 	Datum		response;		/* jsonb */
 	int32		status_code;
 	Datum		body;			/* bytea */
-	Datum		headers;		/* jsonb: an object of strings */
+	Datum		headers;		/* jsonb: http_headers.c's forms */
 	TimestampTz expires_at;		/* a new expiry; 0 keeps the claim's */
 } RegistryAnswer;
 

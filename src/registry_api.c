@@ -61,6 +61,7 @@
 #include "citus.h"
 #include "compat.h"
 #include "extension.h"
+#include "http_headers.h"
 #include "idempotency.h"
 #include "key.h"
 #include "registry.h"
@@ -1103,44 +1104,20 @@ api_attempt_arg(FunctionCallInfo fcinfo, int argno)
 /*
  * api_headers_arg
  *		The optional headers argument: the response headers a replay gives
- *		back, a JSON object whose values are strings (one header line each;
- *		several values of one header go in one string, comma-separated, as
- *		HTTP allows).  Anything else is refused here, not when a replay
- *		cannot send it.
+ *		back, stored as given in one of the forms http_headers.c accepts (an
+ *		object of strings or arrays of strings, or an array of [name, value]
+ *		pairs, which keeps their order).  Anything else is refused here, not
+ *		when a replay cannot send it.
  */
 static Jsonb *
 api_headers_arg(FunctionCallInfo fcinfo, int argno)
 {
 	Jsonb	   *headers;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	char	   *name = NULL;
 
 	if (PG_ARGISNULL(argno))
 		return NULL;
 	headers = PG_GETARG_JSONB_P(argno);
-	if (!JB_ROOT_IS_OBJECT(headers))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("headers must be a JSON object"),
-				 errdetail("It is a JSON %s.",
-						   JsonbExtractScalar(&headers->root, &v) ?
-						   JsonbTypeName(&v) : "array"),
-				 errhint("Pass the response headers as an object of header names and string values, such as '{\"Location\": \"/charges/1\"}'.")));
-
-	it = JsonbIteratorInit(&headers->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-			name = pnstrdup(v.val.string.val, v.val.string.len);
-		else if (tok == WJB_VALUE && v.type != jbvString)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("value of header \"%s\" must be a JSON string", name),
-					 errdetail("It is a JSON %s.", JsonbTypeName(&v)),
-					 errhint("Join several values of one header into one string, separated by commas.")));
-	}
+	IdempotencyHttpHeadersCheck(headers);
 	return headers;
 }
 
