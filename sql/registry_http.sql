@@ -67,6 +67,25 @@ SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 1
 SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 11}');
 SELECT request_matches FROM idempotency.lookup('h-req');
 SELECT request_matches FROM idempotency.lookup('h-all', request => '{}');
+-- a read-only transaction (as on a hot standby): begin reads first, so a
+-- finished key replays and a claimed one answers in_progress, whatever this
+-- backend's recent begins found (those below found nothing); claiming a
+-- key is a write (25006), as is any begin with require_token
+BEGIN;
+SELECT count(*) FROM generate_series(1, 16) AS i,
+	   idempotency.idempotent_begin('h-ro-new-' || i, external => true);
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT outcome, status, status_code FROM idempotency.idempotent_begin('h-all', external => true);
+SELECT outcome, status, status_code FROM idempotency.idempotent_begin('h-all', max_wait => '0', external => true);
+SELECT outcome, status FROM idempotency.idempotent_begin('h-bad', wait => false, external => true);
+SELECT found, status FROM idempotency.lookup('h-all');
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('h-ro-new', external => true);
+ROLLBACK TO SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('h-all', require_token => true, external => true);
+ROLLBACK;
+SELECT found FROM idempotency.lookup('h-ro-new');
 -- lookup claims nothing: after it, begin still executes
 SELECT found FROM idempotency.lookup('h-fresh');
 SELECT outcome FROM idempotency.idempotent_begin('h-fresh', external => true);

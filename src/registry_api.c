@@ -310,6 +310,20 @@ begin_found(bool found)
 }
 
 /*
+ * begin_reads_first
+ *		Whether a begin reads the record before it tries to claim the key:
+ *		for a deferred claim, which writes nothing at begin; in a read-only
+ *		transaction (or on a hot standby), where the claim's INSERT would
+ *		fail with 25006 even for a key whose answer is there to replay; and
+ *		when most of this backend's recent begins found a record.
+ */
+static bool
+begin_reads_first(const BeginArgs *args)
+{
+	return args->defer_claim || XactReadOnly || found_share > FOUND_SHARE_READ_FIRST;
+}
+
+/*
  * begin_check_request
  *		Reusing a key for a different request is the caller's bug: say so.  A
  *		call without a request against a record stored with one is such a
@@ -365,7 +379,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	RegistryRow claim;
 	RegistryRow rec;
 	XactClaim  *mine;
-	bool		read_first = args->defer_claim || found_share > FOUND_SHARE_READ_FIRST;
+	bool		read_first = begin_reads_first(args);
 
 	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
 					 args->lease_until, args->expires_at);
@@ -530,8 +544,7 @@ begin_loop_bounded(void *arg)
 static bool
 begin_read_only(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
-	if (args->require_token ||
-		!(args->defer_claim || found_share > FOUND_SHARE_READ_FIRST))
+	if (args->require_token || !begin_reads_first(args))
 		return false;
 	return begin_attempt(call, args, result, false) == BEGIN_ANSWERED;
 }
