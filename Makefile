@@ -14,6 +14,7 @@ OBJS = \
 	src/sha256.o \
 	src/registry.o \
 	src/registry_api.o \
+	src/http_headers.o \
 	src/xactclaims.o \
 	src/recovery.o \
 	src/cleanup.o \

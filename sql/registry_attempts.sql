@@ -4,7 +4,9 @@
 -- and a driver such as JDBC's getInt reads a NULL attempt as 0).  IK004 says
 -- the attempt was never issued, in autocommit, in a transaction, under a
 -- savepoint and in a PL/pgSQL EXCEPTION block, and the record is unchanged.
--- An earlier attempt is still "no longer current".
+-- An attempt below the clock's seconds at the record's first claim was
+-- never issued to the record; an earlier attempt of the record is still
+-- "no longer current".
 --
 SET search_path = public;
 \set VERBOSITY default
@@ -33,9 +35,19 @@ SELECT attempt_error($$SELECT idempotency.idempotent_abandon('an-1', attempt => 
 -- larger than the latest
 SELECT attempt_error(format($$SELECT idempotency.idempotent_finish('an-1', '{}', attempt => %s)$$, :a1 + 1));
 SELECT attempt_error(format($$SELECT idempotency.idempotent_abandon('an-1', attempt => %s)$$, :a1 + 5));
--- an earlier attempt
+-- smaller than the clock's seconds at the record's first claim: not one of
+-- its attempts (no claim of it was taken over)
 SELECT attempt_error($$SELECT idempotency.idempotent_finish('an-1', '{}', attempt => 5)$$);
+SELECT attempt_error(format($$SELECT idempotency.idempotent_abandon('an-1', attempt => %s)$$,
+		floor(extract(epoch FROM created_at - '2000-01-01 00:00:00+00'))::int - 1))
+  FROM idempotency.my_records WHERE key = 'an-1';
 SELECT status, attempt = :a1 AS unchanged FROM idempotency.my_records WHERE key = 'an-1';
+-- an earlier attempt of the record, taken over: no longer current
+SELECT attempt AS a3 FROM idempotency.idempotent_begin('an-3', external => true) \gset
+UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'an-3';
+SELECT attempt > :a3 AS taken_over FROM idempotency.idempotent_begin('an-3', external => true);
+SELECT attempt_error(format($$SELECT idempotency.idempotent_finish('an-3', '{}', attempt => %s)$$, :a3));
+SELECT idempotency.idempotent_abandon('an-3', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'an-3'));
 
 -- in every transaction context (terse: the message only)
 \set VERBOSITY terse

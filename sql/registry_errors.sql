@@ -77,10 +77,12 @@ SELECT idempotency.idempotent_abandon('k-done', attempt => (SELECT r.attempt FRO
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-done', '{}')$$);
 SELECT response FROM idempotency.my_records WHERE key = 'k-done';
 
--- a stale attempt (IK004)
+-- a stale attempt (IK004): after the record's latest, or before its first
+-- claim's clock reading (the claim read the fence less than a second after
+-- it, so two below the attempt is before it)
 SELECT outcome, attempt AS stale FROM idempotency.idempotent_begin('k-stale', external => true) \gset
 SELECT fenced_error($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => $$ || :stale + 1 || ')');
-SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-stale', attempt => $$ || :stale - 1 || ')');
+SELECT fenced_error($$SELECT idempotency.idempotent_abandon('k-stale', attempt => $$ || :stale - 2 || ')');
 SELECT sqlstate_of($$SELECT idempotency.idempotent_finish('k-stale', '{}', attempt => 7)$$);
 SELECT status, attempt = :stale AS unchanged FROM idempotency.my_records WHERE key = 'k-stale';
 

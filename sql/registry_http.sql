@@ -67,6 +67,25 @@ SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 1
 SELECT request_matches FROM idempotency.lookup('h-req', request => '{"amount": 11}');
 SELECT request_matches FROM idempotency.lookup('h-req');
 SELECT request_matches FROM idempotency.lookup('h-all', request => '{}');
+-- a read-only transaction (as on a hot standby): begin reads first, so a
+-- finished key replays and a claimed one answers in_progress, whatever this
+-- backend's recent begins found (those below found nothing); claiming a
+-- key is a write (25006), as is any begin with require_token
+BEGIN;
+SELECT count(*) FROM generate_series(1, 16) AS i,
+	   idempotency.idempotent_begin('h-ro-new-' || i, external => true);
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT outcome, status, status_code FROM idempotency.idempotent_begin('h-all', external => true);
+SELECT outcome, status, status_code FROM idempotency.idempotent_begin('h-all', max_wait => '0', external => true);
+SELECT outcome, status FROM idempotency.idempotent_begin('h-bad', wait => false, external => true);
+SELECT found, status FROM idempotency.lookup('h-all');
+SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('h-ro-new', external => true);
+ROLLBACK TO SAVEPOINT s;
+SELECT outcome FROM idempotency.idempotent_begin('h-all', require_token => true, external => true);
+ROLLBACK;
+SELECT found FROM idempotency.lookup('h-ro-new');
 -- lookup claims nothing: after it, begin still executes
 SELECT found FROM idempotency.lookup('h-fresh');
 SELECT outcome FROM idempotency.idempotent_begin('h-fresh', external => true);
@@ -146,13 +165,64 @@ SELECT outcome FROM idempotency.idempotent_begin('h-hdr-abandon', external => tr
 SELECT idempotency.idempotent_abandon('h-hdr-abandon', attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-abandon' AND r.scope = ''));
 SELECT outcome, headers IS NULL AS no_headers FROM idempotency.idempotent_begin('h-hdr-abandon', external => true);
 
--- headers must be an object of strings, and count in the size limit:
--- refused in autocommit (the claim stays) ...
+-- several values of one header: an array of strings, one header line
+-- each, kept in its order (a jsonb object keeps neither a repeated key nor
+-- the order of its keys)
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-list', external => true);
+SELECT idempotency.idempotent_finish('h-hdr-list', NULL, status_code => 201,
+		headers => '{"Set-Cookie": ["b=2; Path=/", "a=1; Path=/"], "Location": "/charges/3"}',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-list' AND r.scope = ''));
+SELECT outcome, headers, headers -> 'Set-Cookie' ->> 0 AS first_cookie
+  FROM idempotency.idempotent_begin('h-hdr-list', external => true);
+-- headers in a given order, names repeated: an array of [name, value]
+-- pairs, stored as given and replayed in its order by begin, lookup and
+-- my_records
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-pairs', external => true);
+SELECT idempotency.idempotent_finish('h-hdr-pairs', NULL, status_code => 201,
+		headers => '[["Set-Cookie", "b=2"], ["Location", "/charges/4"], ["Set-Cookie", "a=1"], ["set-cookie", "c=3"]]',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-pairs' AND r.scope = ''));
+SELECT h.n, h.pair ->> 0 AS name, h.pair ->> 1 AS value
+  FROM idempotency.idempotent_begin('h-hdr-pairs', external => true) AS b,
+       jsonb_array_elements(b.headers) WITH ORDINALITY AS h(pair, n)
+ ORDER BY h.n;
+SELECT found, headers FROM idempotency.lookup('h-hdr-pairs');
+SELECT headers FROM idempotency.my_records WHERE key = 'h-hdr-pairs';
+-- the order is part of the answer: the same pairs again are the same
+-- finish; in another order, another answer
+SELECT idempotency.idempotent_finish('h-hdr-pairs', NULL, status_code => 201,
+		headers => '[["Set-Cookie", "b=2"], ["Location", "/charges/4"], ["Set-Cookie", "a=1"], ["set-cookie", "c=3"]]',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-pairs' AND r.scope = ''));
+SELECT idempotency.idempotent_finish('h-hdr-pairs', NULL, status_code => 201,
+		headers => '[["Set-Cookie", "a=1"], ["Location", "/charges/4"], ["Set-Cookie", "b=2"], ["set-cookie", "c=3"]]',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-pairs' AND r.scope = ''));
+-- an empty array is no header lines, as {} is
+SELECT outcome FROM idempotency.idempotent_begin('h-hdr-nopairs', external => true);
+SELECT idempotency.idempotent_finish('h-hdr-nopairs', NULL, status_code => 204, headers => '[]',
+		attempt => (SELECT r.attempt FROM idempotency.my_records AS r WHERE r.key = 'h-hdr-nopairs' AND r.scope = ''));
+SELECT outcome, headers FROM idempotency.idempotent_begin('h-hdr-nopairs', external => true);
+
+-- headers must be one of those forms, with HTTP field names and values
+-- without line breaks, and count in the size limit: refused in autocommit
+-- (the claim stays) ...
 SELECT outcome FROM idempotency.idempotent_begin('h-hdr-bad', external => true);
-SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '["Location", "/x"]');
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '"Location: /x"');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => 'null');
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Location": "/x", "Retry-After": 5}');
-SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Vary": ["Accept", "Origin"]}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Vary": {"Accept": true}}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Set-Cookie": []}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Set-Cookie": ["a=1", null]}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"Set Cookie": "a=1"}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '{"": "a=1"}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => E'{"Location": "/x\\r\\nSet-Cookie: evil=1"}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => E'{"Set-Cookie": ["a=1", "b=\\u0007"]}');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '["Location", "/x"]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[["Location", "/x"], {"Location": "/y"}]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[["Location"]]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[["Set-Cookie", "a=1", "b=2"]]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[[null, "/x"]]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[["Set-Cookie", ["a=1", "b=2"]]]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => '[["Location:", "/x"]]');
+SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => E'[["Location", "/x\\n"]]');
 SET idempotency.max_response_size = '1kB';
 SELECT idempotency.idempotent_finish('h-hdr-bad', NULL, headers => jsonb_build_object('X-Pad', repeat('x', 1100)));
 -- ... the headers and the body together
@@ -163,7 +233,7 @@ SELECT status FROM idempotency.my_records WHERE key = 'h-hdr-bad';
 -- ... in a transaction, which the error aborts (nothing of it is kept) ...
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('h-hdr-tx');
-SELECT idempotency.idempotent_finish('h-hdr-tx', NULL, headers => '[]');
+SELECT idempotency.idempotent_finish('h-hdr-tx', NULL, headers => '[[]]');
 SELECT 1;
 ROLLBACK;
 BEGIN;
@@ -194,7 +264,7 @@ SELECT outcome, status_code, headers FROM idempotency.idempotent_begin('h-hdr-sp
 DO $$
 DECLARE
 	b record;
-	bad jsonb[] := ARRAY['[]', '{"Location": 1}', jsonb_build_object('X-Pad', repeat('x', 1100))];
+	bad jsonb[] := ARRAY['[["Location"]]', '{"Location": 1}', jsonb_build_object('X-Pad', repeat('x', 1100))];
 BEGIN
 	PERFORM set_config('idempotency.max_response_size', '1kB', true);
 	b := idempotency.idempotent_begin('h-hdr-plpgsql');

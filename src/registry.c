@@ -65,7 +65,21 @@
 int32
 RegistryFence(void)
 {
-	return (int32) (GetCurrentTimestamp() / USECS_PER_SEC);
+	return RegistryFenceAt(GetCurrentTimestamp());
+}
+
+/*
+ * RegistryFenceAt
+ *		The fence a claim made at time t starts from.  A record's created_at
+ *		is its first claim's clock reading, taken just before that claim read
+ *		the fence, so RegistryFenceAt(created_at) bounds every attempt the
+ *		record was given from below (its first claim may have been given a
+ *		larger number: a reclaim continues from the number before it).
+ */
+int32
+RegistryFenceAt(TimestampTz t)
+{
+	return (int32) (t / USECS_PER_SEC);
 }
 
 

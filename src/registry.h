@@ -99,7 +99,7 @@ typedef struct RegistryAnswer
 	Datum		response;		/* jsonb */
 	int32		status_code;
 	Datum		body;			/* bytea */
-	Datum		headers;		/* jsonb: an object of strings */
+	Datum		headers;		/* jsonb: http_headers.c's forms */
 	TimestampTz expires_at;		/* a new expiry; 0 keeps the claim's */
 } RegistryAnswer;
 
@@ -133,6 +133,7 @@ extern void RegistryOutputFill(const RegistryOutput *out, const RegistryRow *row
 							   Datum *values, bool *nulls);
 
 extern int32 RegistryFence(void);
+extern int32 RegistryFenceAt(TimestampTz t);
 
 extern bool RegistryInsertClaim(SqlCall *call, const RegistryRow *claim);
 extern bool RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec);

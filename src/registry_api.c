@@ -68,6 +68,7 @@
 #include "citus.h"
 #include "compat.h"
 #include "extension.h"
+#include "http_headers.h"
 #include "idempotency.h"
 #include "key.h"
 #include "registry.h"
@@ -316,6 +317,20 @@ begin_found(bool found)
 }
 
 /*
+ * begin_reads_first
+ *		Whether a begin reads the record before it tries to claim the key:
+ *		for a deferred claim, which writes nothing at begin; in a read-only
+ *		transaction (or on a hot standby), where the claim's INSERT would
+ *		fail with 25006 even for a key whose answer is there to replay; and
+ *		when most of this backend's recent begins found a record.
+ */
+static bool
+begin_reads_first(const BeginArgs *args)
+{
+	return args->defer_claim || XactReadOnly || found_share > FOUND_SHARE_READ_FIRST;
+}
+
+/*
  * begin_check_request
  *		Reusing a key for a different request is the caller's bug: say so.  A
  *		call without a request against a record stored with one is such a
@@ -371,7 +386,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	RegistryRow claim;
 	RegistryRow rec;
 	XactClaim  *mine;
-	bool		read_first = args->defer_claim || found_share > FOUND_SHARE_READ_FIRST;
+	bool		read_first = begin_reads_first(args);
 
 	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
 					 args->lease_until, args->expires_at);
@@ -536,8 +551,7 @@ begin_loop_bounded(void *arg)
 static bool
 begin_read_only(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
-	if (args->require_token ||
-		!(args->defer_claim || found_share > FOUND_SHARE_READ_FIRST))
+	if (args->require_token || !begin_reads_first(args))
 		return false;
 	return begin_attempt(call, args, result, false) == BEGIN_ANSWERED;
 }
@@ -984,6 +998,35 @@ api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
 }
 
 /*
+ * api_attempt_before_record
+ *		Refuse an attempt number smaller than any this record was given.  The
+ *		record keeps only its latest attempt, but its first claim's clock
+ *		reading too (created_at, which a take-over keeps and a new claim of
+ *		an expired or abandoned record resets), and every attempt it was
+ *		given is at least the fence of that moment (RegistryFenceAt).  An
+ *		attempt below it was not taken over from this record: it was given
+ *		to an earlier record of the key, since expired or abandoned, or to
+ *		no claim at all, and which of the two is not known.  Returns if the
+ *		attempt may be one of the record's.
+ */
+static void
+api_attempt_before_record(RegistryAttempt attempt, const char *keystr,
+						  const char *scopestr, int32 current, TimestampTz created_at)
+{
+	int32		first = RegistryFenceAt(created_at);
+
+	if (attempt.value >= first)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is older than the key's record",
+					attempt.value, keystr, scopestr),
+			 errdetail("Attempt numbers start from the clock's seconds at their claim: the record's first claim was given attempt %d or a larger one, and attempt %d holds the key now. Attempt %d was never issued to this record: it belonged to an earlier record of the key, since expired or abandoned, or to no claim at all.",
+					   first, current, attempt.value),
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
  * api_explain_miss
  *		finish or abandon changed no row: read the record and report why,
  *		with the SQLSTATE that tells the caller what to do about it.  A
@@ -1011,6 +1054,9 @@ api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
 	/* a fenced-off attempt hears about that first, whatever happened since */
 	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
 		api_attempt_never_issued(attempt, keystr, scopestr, current, false);
+	if (attempt.given && attempt.value < current)
+		api_attempt_before_record(attempt, keystr, scopestr, current,
+								  DatumGetTimestampTz(rec.values[RC_created_at]));
 	if (attempt.given && attempt.value != current)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
@@ -1153,44 +1199,20 @@ api_attempt_arg(FunctionCallInfo fcinfo, int argno)
 /*
  * api_headers_arg
  *		The optional headers argument: the response headers a replay gives
- *		back, a JSON object whose values are strings (one header line each;
- *		several values of one header go in one string, comma-separated, as
- *		HTTP allows).  Anything else is refused here, not when a replay
- *		cannot send it.
+ *		back, stored as given in one of the forms http_headers.c accepts (an
+ *		object of strings or arrays of strings, or an array of [name, value]
+ *		pairs, which keeps their order).  Anything else is refused here, not
+ *		when a replay cannot send it.
  */
 static Jsonb *
 api_headers_arg(FunctionCallInfo fcinfo, int argno)
 {
 	Jsonb	   *headers;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	char	   *name = NULL;
 
 	if (PG_ARGISNULL(argno))
 		return NULL;
 	headers = PG_GETARG_JSONB_P(argno);
-	if (!JB_ROOT_IS_OBJECT(headers))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("headers must be a JSON object"),
-				 errdetail("It is a JSON %s.",
-						   JsonbExtractScalar(&headers->root, &v) ?
-						   JsonbTypeName(&v) : "array"),
-				 errhint("Pass the response headers as an object of header names and string values, such as '{\"Location\": \"/charges/1\"}'.")));
-
-	it = JsonbIteratorInit(&headers->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-			name = pnstrdup(v.val.string.val, v.val.string.len);
-		else if (tok == WJB_VALUE && v.type != jbvString)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("value of header \"%s\" must be a JSON string", name),
-					 errdetail("It is a JSON %s.", JsonbTypeName(&v)),
-					 errhint("Join several values of one header into one string, separated by commas.")));
-	}
+	IdempotencyHttpHeadersCheck(headers);
 	return headers;
 }
 

@@ -6,7 +6,9 @@
 // write commits with the answer or not at all, so no attempt number and no
 // clean-up are needed.  handler returns { status, headers, body }; body is
 // sent as JSON and stored with the status code and headers, and every retry
-// with the same key gets them back byte for byte.
+// with the same key gets them back byte for byte, the header lines in the
+// same order.  headers is an object (a value may be an array: one line per
+// value) or an array of [name, value] pairs, as idempotent_finish takes them.
 'use strict';
 
 // What the extension's errors mean to an HTTP client (doc/errors.md,
@@ -33,6 +35,25 @@ function keyOf(req) {
   return m ? m[1].replace(/\\(.)/g, '$1') : raw.trim();
 }
 
+// A stored answer's header lines, in their order: an array of pairs as it
+// is; an object name by name (jsonb's key order), an array value one line
+// per value.
+function headerLines(headers) {
+  if (Array.isArray(headers)) return headers;
+  return Object.entries(headers ?? {}).flatMap(([name, value]) =>
+    Array.isArray(value) ? value.map((v) => [name, v]) : [[name, value]]);
+}
+
+// The first answer and every replay leave by the same way: writeHead with
+// the flat list [name, value, ...] writes the lines exactly in that order
+// (setHeader and Express's set and append would group the values of a name).
+function sendAnswer(res, status, headers, body) {
+  const lines = headerLines(headers);
+  if (!lines.some(([name]) => name.toLowerCase() === 'content-length'))
+    lines.push(['Content-Length', String(body.length)]);
+  res.writeHead(status, lines.flat()).end(body);
+}
+
 function idempotent(pool, handler, scope = 'http') {
   return async (req, res) => {
     const key = keyOf(req);
@@ -50,19 +71,21 @@ function idempotent(pool, handler, scope = 'http') {
 
       if (claim.outcome === 'execute') {
         const answer = await handler(client, req);
-        const headers = { 'Content-Type': 'application/json; charset=utf-8', ...answer.headers };
+        const headers = [['Content-Type', 'application/json; charset=utf-8'],
+                         ...headerLines(answer.headers)];
         const body = Buffer.from(JSON.stringify(answer.body));
+        // node-postgres sends an array as a PostgreSQL array: stringify it
         await client.query(
           `SELECT idempotency.idempotent_finish($1, NULL, $2, status_code => $3, body => $4,
                                                 headers => $5)`,
-          [key, scope, answer.status, body, headers]);
+          [key, scope, answer.status, body, JSON.stringify(headers)]);
         Object.assign(claim, { status_code: answer.status, headers, body });
       }
       await client.query('COMMIT');
 
       if (claim.outcome === 'in_progress')
         return problem(res, 409, 'a request with this key is in progress', claim.retry_after);
-      res.status(claim.status_code).set(claim.headers).send(claim.body);
+      sendAnswer(res, claim.status_code, claim.headers, claim.body);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       const known = ERRORS[err.code];

@@ -23,7 +23,14 @@ app.post('/charges', idempotent(pool, async (db, req) => {
     `INSERT INTO charges (amount, currency, idempotency_key)
      VALUES ($1, $2, $3) RETURNING id::text, amount, currency, created_at`,
     [amount, currency, req.idempotencyKey]);
-  return { status: 201, headers: { Location: `/charges/${charge.id}` }, body: charge };
+  // header lines in their order; Link repeats (one line per link)
+  return {
+    status: 201,
+    headers: [['Location', `/charges/${charge.id}`],
+              ['Link', `</charges/${charge.id}/refunds>; rel="refunds"`],
+              ['Link', `</charges/${charge.id}/receipt>; rel="receipt"`]],
+    body: charge,
+  };
 }));
 
 // Errors not mapped to a status of their own: 500, without details.

@@ -61,12 +61,20 @@ foreach my $block (grep { !/^CALL / } @blocks)
 }
 ok(defined $call, 'the document shows the completer called');
 
+# The Python handler's last transaction, which the workers below follow:
+# the finish, the fencing check, comes before the receipt
+my ($python) = $text =~ /^```python\n(.*?def charge_order\b.*?)^```$/ms;
+ok(defined $python, 'the document shows the Python handler');
+my ($last) = ($python // '') =~ /with conn\.transaction\(\):\n(.*)\z/s;
+like($last // '', qr/idempotent_finish.*INSERT INTO receipts/s,
+	'the Python handler finishes before it writes the receipt');
+
 # A worker runs the steps as the Python handler of the document does, one
 # transaction each, through its own session, and is killed (its backend
 # terminated, its open transaction rolled back) once it has run $budget
 # statements.  A worker that starts afresh runs: 1 begin, 2 the customer
 # call, 3 its recovery point, 4 the charge call, 5 its recovery point, 6 the
-# receipt (in the last transaction, not yet committed), 7 the finish and
+# finish (in the last transaction, not yet committed), 7 the receipt and
 # commit; one that takes over skips the steps before its recovery point.
 my $admin = $node->background_psql('postgres');
 
@@ -93,10 +101,9 @@ sub worker
 				 $state || jsonb_build_object('charge', :'id'), 'payments', $attempt)}
 		  if $point ne 'charged';
 		push @steps,
-		  qq{BEGIN; INSERT INTO receipts SELECT '$key', $state ->> 'charge'},
-		  qq{SELECT idempotency.idempotent_finish('$key',
-				 jsonb_build_object('charge', $state ->> 'charge'), 'payments', attempt => $attempt);
-			 COMMIT};
+		  qq{BEGIN; SELECT idempotency.idempotent_finish('$key',
+				 jsonb_build_object('charge', $state ->> 'charge'), 'payments', attempt => $attempt)},
+		  qq{INSERT INTO receipts SELECT '$key', $state ->> 'charge'; COMMIT};
 	}
 	my $ran = 1;
 	while (@steps && $ran < $budget)
@@ -190,6 +197,27 @@ foreach my $r (@requests)
 		"$calls->[0] $calls->[1]",
 		"$key: only the step in flight when its worker died was called again");
 }
+# A worker whose claim was taken over and finished by its successor, running
+# the document's SQL handler to its end, is stopped by the finish's fence
+# (IK004), not by the successor's receipt (23505), and changes nothing.
+my $stale = $node->safe_psql('postgres', q{
+	SELECT attempt FROM idempotency.idempotent_begin('stale', 'payments', external => true)});
+leases_run_out();
+my $successor = $node->safe_psql('postgres', q{
+	SELECT attempt FROM idempotency.idempotent_begin('stale', 'payments', external => true)});
+$node->safe_psql('postgres', qq{
+	SELECT charge_order_steps('stale', 'payments', $successor, NULL, NULL, '$provider')});
+my $charged = $node->safe_psql('postgres',
+	q{SELECT recovery_state FROM idempotency.lookup('stale', 'payments')});
+($ret, $out, $err) = $node->psql('postgres', qq{
+	\\set VERBOSITY verbose
+	SELECT charge_order_steps('stale', 'payments', $stale, 'charged', '$charged', '$provider')});
+like($err, qr/ERROR:  IK004: attempt $stale of idempotency key "stale" in scope "payments"/,
+	'a worker whose claim was taken over is stopped by the finish (IK004)');
+unlike($err, qr/23505/, 'not by the receipt its successor wrote');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM receipts WHERE order_key = 'stale'}),
+	'1', 'the taken-over worker wrote no receipt');
+
 is($node->safe_psql('postgres', q{
 		SELECT count(*) FROM idempotency.registry WHERE status <> 'completed'}),
 	'0', 'nothing is left processing');

@@ -22,7 +22,7 @@ SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', defer_claim => true,
 SELECT throws_ok($$SELECT idempotency.idempotent_begin('k', external => NULL)$$, '22004', NULL, 'NULL external: 22004');
 SELECT throws_ok($$SELECT idempotency.make_key('a', 'b:c', 'd')$$, '22023', NULL, 'make_key part with a colon: 22023');
 SELECT throws_ok($$SELECT idempotency.make_key('', 'b', 'd')$$, '22023', NULL, 'make_key empty part: 22023');
-SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '[]')$$, '22023', NULL, 'headers not an object: 22023');
+SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '"Location: /x"')$$, '22023', NULL, 'headers neither an object nor an array: 22023');
 SELECT throws_ok($$SELECT idempotency.idempotent_finish('k', NULL, headers => '{"Retry-After": 5}')$$, '22023', NULL, 'header value not a string: 22023');
 
 -- 413: response too large
