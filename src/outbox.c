@@ -32,9 +32,12 @@
  * (its message goes with it); a prepared transaction keeps it until it is
  * committed or rolled back.  Two transactions that send on two keys in
  * opposite orders deadlock, and PostgreSQL's deadlock detector ends one
- * with 40P01, as for two writers of two rows.  A message without an ordering
- * key is ordered on its own: its message id stands in as its key, and a new
- * id needs neither the lock nor a probe.  Under
+ * with 40P01, as for two writers of two rows.  A transaction holds one lock
+ * per key it sent on, in the shared lock table (max_locks_per_transaction).
+ * A message without an ordering key is ordered on its own: its message id
+ * stands in as its key, and its first number needs neither the lock nor a
+ * probe (an ordering key that equals another message's id is not ordered
+ * against that message).  Under
  * idempotency.outbox_delivery = logical nothing is numbered and nobody
  * waits: consumers read the messages in commit order from the WAL.
  *
@@ -149,10 +152,11 @@ static SqlStatement send_stmt = {
 };
 
 /*
- * The first message of a key: a message without an ordering key and with a
- * new id (its key) needs no lock and no probe for the key's highest number.
- * Inserts nothing if the key has an undelivered message numbered 1 after
- * all (send_stmt then numbers it).
+ * The first message of a key: a message without an ordering key (its id is
+ * its key, new unless another message's ordering key is that id) needs no
+ * lock and no probe for the key's highest number.  Inserts nothing if the
+ * key has an undelivered message numbered 1 after all (send_stmt then
+ * numbers it, under the key's lock).
  */
 static SqlStatement send_first_stmt = {
 	.sql = "INSERT INTO idempotency.outbox AS o"
@@ -589,15 +593,16 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	}
 
 	/*
-	 * A key of its own with a new id is new: its first number needs no lock
-	 * and no probe.  Any other key's senders are serialised by its lock, held
-	 * to the end of the transaction: a second sender waits here until the
-	 * first commits (then numbers after its message, which the latest
-	 * snapshot shows) or rolls back (then takes its number).  Zero rows:
-	 * something that does not take the lock took the number and committed
-	 * meanwhile; the next try sees it.
+	 * A key of its own is new: its first number needs no lock and no probe,
+	 * so that sending many messages without an ordering key in one
+	 * transaction takes no lock per message.  Any other key's senders are
+	 * serialised by its lock, held to the end of the transaction: a second
+	 * sender waits here until the first commits (then numbers after its
+	 * message, which the latest snapshot shows) or rolls back (then takes its
+	 * number).  Zero rows: something that does not take the lock took the
+	 * number and committed meanwhile; the next try sees it.
 	 */
-	if (own_key && !explicit_id && SqlExecute(&send_first_stmt, values, nulls) == 1)
+	if (own_key && SqlExecute(&send_first_stmt, values, nulls) == 1)
 		sent = true;
 	if (!sent)
 		LockOutboxOrderingKey(values[0], values[1]);
