@@ -56,7 +56,7 @@ ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback re
 	registry_lease_takeover registry_expired_reclaim registry_finish_vs_begin \
 	registry_abandon_vs_begin cleanup_vs_claim transition_race inbox_race version_guard_race \
 	tokens_race registry_max_wait_bound xactclaims_order xactclaims_defer_race locks_key_space \
-	transition_partition_move outbox_relay_race outbox_ack_vs_lease owner_locks \
+	transition_partition_move outbox_relay_race outbox_ack_vs_lease outbox_order owner_locks \
 	registry_default_wait_race registry_previous_race recovery_checkpoint_vs_takeover \
 	recovery_renew_vs_takeover
 ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \

@@ -20,6 +20,11 @@
  * claims are serialised by the registry's unique index, never by these locks
  * (Citus rule 5).
  *
+ * outbox_send takes a lock of the same kind on (owner, ordering key), under
+ * a fourth field of its own (LOCK_FIELD4_OUTBOX), to serialise the senders
+ * of one key (outbox.c): it never meets a key lock of the same name, and no
+ * SQL can take or wait for it either.
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -39,6 +44,7 @@
 #include "compat.h"
 #include "extension.h"
 #include "owner.h"
+#include "locks.h"
 #include "sqlcall.h"
 
 /* A fixed seed, so that the same key maps to the same lock in every backend. */
@@ -50,6 +56,32 @@
  */
 #define LOCK_FIELD4 0x4944
 
+/* The fourth field for an outbox ordering key's lock ("OB"). */
+#define LOCK_FIELD4_OUTBOX 0x4F42
+
+/*
+ * lock_hash
+ *		A 64-bit hash of n text values, NUL-separated: no two different lists
+ *		give the same bytes.
+ */
+static uint64
+lock_hash(text **parts, int n)
+{
+	StringInfoData buf;
+	uint64		h;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, '\0');
+		appendBinaryStringInfo(&buf, VARDATA_ANY(parts[i]), VARSIZE_ANY_EXHDR(parts[i]));
+	}
+	h = DatumGetUInt64(hash_any_extended((unsigned char *) buf.data, buf.len, LOCK_HASH_SEED));
+	pfree(buf.data);
+	return h;
+}
+
 /*
  * lock_tag
  *		The lock tag of (current role, scope, key) in this database.
@@ -57,24 +89,14 @@
 static void
 lock_tag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 {
-	text	   *key;
-	text	   *scope;
-	text	   *owner = DatumGetTextPP(OwnerName());
-	StringInfoData buf;
+	text	   *parts[3];
 	uint64		h;
 
-	key = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
-	scope = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
-
-	/* NUL separators: no two different triples give the same bytes */
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, VARDATA_ANY(owner), VARSIZE_ANY_EXHDR(owner));
-	appendStringInfoChar(&buf, '\0');
-	appendBinaryStringInfo(&buf, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
-	appendStringInfoChar(&buf, '\0');
-	appendBinaryStringInfo(&buf, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
-	h = DatumGetUInt64(hash_any_extended((unsigned char *) buf.data, buf.len, LOCK_HASH_SEED));
-	pfree(buf.data);
+	/* a bad key is reported before a bad scope */
+	parts[0] = DatumGetTextPP(OwnerName());
+	parts[2] = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
+	parts[1] = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
+	h = lock_hash(parts, 3);
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, LOCK_FIELD4);
 }
 
@@ -110,4 +132,27 @@ idempotency_try_lock(PG_FUNCTION_ARGS)
 	IdempotencyCheckNargs(fcinfo, 2);
 	lock_tag(fcinfo, &tag);
 	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
+}
+
+/*
+ * LockOutboxOrderingKey
+ *		Wait for the lock of (owner, ordering key), held to the end of the
+ *		transaction (or of the subtransaction that took it, if that rolls
+ *		back).  Two keys whose hashes collide share a lock: their senders
+ *		wait for each other, which costs time and nothing else.  A prepared
+ *		transaction keeps it until COMMIT PREPARED or ROLLBACK PREPARED, as
+ *		it keeps pg_advisory_xact_lock()'s.
+ */
+void
+LockOutboxOrderingKey(Datum owner, Datum ordering_key)
+{
+	LOCKTAG		tag;
+	text	   *parts[2];
+	uint64		h;
+
+	parts[0] = DatumGetTextPP(owner);
+	parts[1] = DatumGetTextPP(ordering_key);
+	h = lock_hash(parts, 2);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, LOCK_FIELD4_OUTBOX);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }

@@ -12,13 +12,34 @@
  * (a relay that died between publishing and acknowledging) has one effect.
  *
  * Ordering.  Messages of one (owner, ordering key) are numbered by seq among
- * the key's undelivered messages.  The number is the highest undelivered one
- * plus one, inserted with ON CONFLICT on the partial unique index of
- * undelivered messages: a second sender of the key waits for the first one's
- * transaction and, once it commits, takes the next number (or, once it has
- * rolled back, the same one).  So numbers follow commit order, and a relay
- * never sees a message before an earlier one of its key.  A message without
- * an ordering key is ordered on its own: its message id stands in as its key.
+ * the key's undelivered messages, and the numbers must follow commit order.
+ * The undelivered messages alone cannot serialise the senders: once the
+ * key's last undelivered message is acknowledged, a second sender would
+ * see none while a first one's message is still uncommitted, take number 1
+ * and be handed out first.  So the senders of a key take the key's lock
+ * (locks.c: a transaction-scoped advisory lock in the extension's own lock
+ * space), and a second sender waits there until the first one's
+ * transaction ends.  Then it reads the key's highest undelivered number with
+ * a snapshot of the latest committed state, not the transaction's, so that
+ * a REPEATABLE READ or SERIALIZABLE sender too numbers after a sender that
+ * committed since its snapshot was taken (or takes the number of one that
+ * rolled back).  The insert keeps ON CONFLICT on the partial unique index of
+ * undelivered messages as a fallback, for a sender that does not take the
+ * lock (a backend still running an older build of the library).  Numbers
+ * thus follow commit order, and a relay never sees a message before an
+ * earlier committed one of its key.  The lock is released with the
+ * transaction, or with the subtransaction that took it if that rolls back
+ * (its message goes with it); a prepared transaction keeps it until it is
+ * committed or rolled back.  Two transactions that send on two keys in
+ * opposite orders deadlock, and PostgreSQL's deadlock detector ends one
+ * with 40P01, as for two writers of two rows.  A transaction holds one lock
+ * per key it sent on, in the shared lock table (max_locks_per_transaction).
+ * A message without an ordering key is ordered on its own: its message id
+ * stands in as its key, and its first number needs neither the lock nor a
+ * probe (an ordering key that equals another message's id is not ordered
+ * against that message).  Under
+ * idempotency.outbox_delivery = logical nothing is numbered and nobody
+ * waits: consumers read the messages in commit order from the WAL.
  *
  * Handing out.  A message is ready when it is the key's undelivered message
  * with the lowest number and no relay holds an unexpired lease on it: one
@@ -52,7 +73,10 @@
  * (doc/scaling-out.md, "Citus rules" 12), so three things change, only once the table is
  * distributed (the plain statements are untouched):
  * - outbox_send reads the key's highest number and inserts the next one in
- *	 two statements, each routed to the key's shard by its ordering key;
+ *	 two statements, each routed to the key's shard by its ordering key.  The
+ *	 key's lock is taken on the node that runs outbox_send (advisory locks
+ *	 are node-local): it serialises the senders that go through the
+ *	 coordinator, and ON CONFLICT remains the fallback for any that do not;
  * - outbox_fetch finds the keys' first messages with one statement over
  *	 every shard, without locks (DISTINCT ON the distribution column, which
  *	 each shard answers for its own keys), then takes each message with a
@@ -95,6 +119,7 @@
 #include "extension.h"
 #include "idempotency.h"
 #include "idset.h"
+#include "locks.h"
 #include "outbox.h"
 #include "sqlcall.h"
 
@@ -103,7 +128,10 @@
 
 /*
  * $1 owner, $2 ordering key, $3 message id, $4 topic, $5 payload, $6
- * headers, $7 now.  Inserts nothing when a concurrent sender took the same
+ * headers, $7 now.  Run under the key's lock, with a snapshot of the latest
+ * committed state (not the transaction's: a REPEATABLE READ sender must
+ * number after a sender that committed since its snapshot was taken).
+ * Inserts nothing when a sender that does not take the lock took the same
  * number and committed (the caller then tries again with the next one).
  * The key's highest number is read with ORDER BY ... LIMIT 1, one backward
  * probe of the index of undelivered messages: a max() may be planned as a
@@ -120,13 +148,15 @@ static SqlStatement send_stmt = {
 	.nargs = 7,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_INSERT,
+	.snapshot = SQL_SNAPSHOT_NEW_LATEST,
 };
 
 /*
- * The first message of a key: a message without an ordering key (its new id
- * is its key) needs no probe for the key's highest number.  Inserts nothing
- * if the key has an undelivered message numbered 1 after all (send_stmt
- * then numbers it).
+ * The first message of a key: a message without an ordering key (its id is
+ * its key, new unless another message's ordering key is that id) needs no
+ * lock and no probe for the key's highest number.  Inserts nothing if the
+ * key has an undelivered message numbered 1 after all (send_stmt then
+ * numbers it, under the key's lock).
  */
 static SqlStatement send_first_stmt = {
 	.sql = "INSERT INTO idempotency.outbox AS o"
@@ -140,7 +170,9 @@ static SqlStatement send_first_stmt = {
 
 /*
  * Under Citus ($1 owner, $2 ordering key): the key's highest undelivered
- * number, read on the key's shard.
+ * number, read on the key's shard, under the key's lock.  The latest
+ * snapshot reaches a shard of this node that Citus reads locally; a remote
+ * shard is read with the snapshot of Citus's own transaction there.
  */
 static SqlStatement citus_top_stmt = {
 	.sql = "SELECT p.seq FROM idempotency.outbox AS p"
@@ -151,6 +183,7 @@ static SqlStatement citus_top_stmt = {
 	.argtypes = {TEXTOID, TEXTOID},
 	.expected_rc = SPI_OK_SELECT,
 	.natts = 1,
+	.snapshot = SQL_SNAPSHOT_NEW_LATEST,
 };
 
 /*
@@ -560,12 +593,19 @@ idempotency_outbox_send(PG_FUNCTION_ARGS)
 	}
 
 	/*
-	 * Zero rows: a concurrent sender of the key took the number and committed
-	 * while this one waited; the next try sees it.  A key of its own is new:
-	 * its first number needs no probe.
+	 * A key of its own is new: its first number needs no lock and no probe,
+	 * so that sending many messages without an ordering key in one
+	 * transaction takes no lock per message.  Any other key's senders are
+	 * serialised by its lock, held to the end of the transaction: a second
+	 * sender waits here until the first commits (then numbers after its
+	 * message, which the latest snapshot shows) or rolls back (then takes its
+	 * number).  Zero rows: something that does not take the lock took the
+	 * number and committed meanwhile; the next try sees it.
 	 */
 	if (own_key && SqlExecute(&send_first_stmt, values, nulls) == 1)
 		sent = true;
+	if (!sent)
+		LockOutboxOrderingKey(values[0], values[1]);
 	if (!sent && IdempotencyCitusPartMethod(CITUS_OUTBOX) == 'h')
 		outbox_send_citus(values, nulls);
 	else

@@ -27,7 +27,9 @@
  * machine cache's read (as the user whose write fired the trigger),
  * define_state_machine's write (SECURITY DEFINER: as its owner), queries on
  * PostgreSQL's and Citus's catalogs.  A statement says which snapshot it
- * reads with (SqlSnapshot): the cache's read takes the latest one.
+ * reads with (SqlSnapshot): the cache's read takes the latest one, and so
+ * does outbox_send's numbering, once a lock has ordered it after the key's
+ * other senders.
  *
  * Under Citus, once the tables are distributed, a statement's parse tree is
  * kept but it is planned for each execution (a custom plan): Citus 13
@@ -291,6 +293,11 @@ sql_execute(SqlStatement *stmt, Datum *values, const char *nulls)
 		case SQL_SNAPSHOT_LATEST:
 			rc = SPI_execute_snapshot(sql_plan(stmt), values, nulls, GetLatestSnapshot(),
 									  InvalidSnapshot, true, false, 0);
+			break;
+		case SQL_SNAPSHOT_NEW_LATEST:
+			/* copied by SPI, its command counter advanced */
+			rc = SPI_execute_snapshot(sql_plan(stmt), values, nulls, GetLatestSnapshot(),
+									  InvalidSnapshot, false, true, 0);
 			break;
 		default:
 			elog(ERROR, "unrecognized snapshot %d", (int) stmt->snapshot);

@@ -40,6 +40,15 @@ typedef enum SqlSnapshot
 	 * the newest committed one, whatever the transaction's snapshot
 	 */
 	SQL_SNAPSHOT_LATEST,
+
+	/*
+	 * as SQL_SNAPSHOT_NEW (it may write, fires triggers and sees the
+	 * transaction's own earlier writes), but of the latest committed state
+	 * under REPEATABLE READ and SERIALIZABLE too, as RI checks read: for a
+	 * statement that a lock has ordered after writers whose commits it must
+	 * see, whatever the transaction's snapshot
+	 */
+	SQL_SNAPSHOT_NEW_LATEST,
 } SqlSnapshot;
 
 /*
