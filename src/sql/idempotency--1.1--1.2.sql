@@ -313,3 +313,12 @@ BEGIN
 	END LOOP;
 END;
 $$;
+
+/*
+ * The outbox's objects do not change, but the 1.0 script's comment on
+ * idempotency.outbox no longer holds: the partial unique index alone does
+ * not serialise two senders of one ordering key (the second saw no
+ * undelivered message once the key's last one was acknowledged).  Since 1.2
+ * the library serialises them with a lock of the key and numbers with the
+ * latest committed state (src/outbox.c).
+ */
