@@ -64,9 +64,11 @@ CREATE DATABASE regress_update;
 SET search_path = public;
 CREATE EXTENSION idempotency VERSION '1.0';
 
--- A grant an administrator took back stays taken back: the Citus delegates
--- (which on one server do what the functions they stand for do) grant what
--- those functions grant
+-- A grant an administrator took back stays taken back.  The Citus delegates
+-- (which on one server do what the functions they stand for do) are open to
+-- everyone from 1.2 on, the same on a new installation as on an updated
+-- one, and refuse, when they run, a caller who may not run the function
+-- they stand for
 CREATE ROLE regress_clerk;
 CREATE ROLE regress_begin_only;
 SELECT idempotency.grant_usage('regress_clerk');
@@ -88,7 +90,7 @@ SELECT r.role, p.proname AS delegate,
 -- idempotent_begin, by grant_usage or by hand) are the application roles
 SELECT role_name FROM idempotency.application_roles ORDER BY 1;
 
--- and a delegate refuses a caller who may not run the function it stands
+-- so a delegate refuses a caller who may not run the function it stands
 -- for, whatever was granted on the delegate itself
 GRANT EXECUTE ON FUNCTION idempotency.citus_lookup(idempotency.key, text, jsonb) TO regress_clerk;
 SET ROLE regress_clerk;

@@ -74,6 +74,16 @@ DROP FUNCTION alice_pays(idempotency.key);
 SELECT p.proname, has_function_privilege('regress_mallory', p.oid, 'EXECUTE') AS public_can_execute
   FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
  ORDER BY 1;
+-- the Citus delegates are open to all, and refuse, when they run, a role
+-- that may not run the function they stand for
+SET ROLE regress_mallory;
+SELECT found FROM idempotency.citus_lookup('k', 's', NULL);
+SELECT outcome FROM idempotency.citus_idempotent_begin('k', 's', NULL, '1 day', NULL, true, false, NULL, false, true);
+SELECT idempotency.citus_idempotent_finish('k', '{}', 's', NULL, false, NULL, NULL, NULL, NULL);
+SELECT idempotency.citus_idempotent_abandon('k', 's', NULL);
+SELECT idempotency.citus_idempotent_checkpoint('k', 'step', '{}', 's', NULL);
+SELECT idempotency.citus_idempotent_renew('k', '1 minute', 's', NULL);
+RESET ROLE;
 
 TRUNCATE idempotency.registry;
 DROP OWNED BY regress_alice, regress_bob;

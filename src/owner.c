@@ -18,9 +18,10 @@
  *	   refused (IK007) if it has the privileges of more than one: which
  *	   application a call belongs to must never be a guess;
  *	 - a role that has none but holds part of the API (a privilege on an
- *	   object of application_api) is refused (IK008): it was meant to act
- *	   for an application, and under its own name it would find none of
- *	   the application's records and process everything again;
+ *	   object of application_api granted to it, or to a role whose
+ *	   privileges it has, not to PUBLIC) is refused (IK008): it was meant
+ *	   to act for an application, and under its own name it would find
+ *	   none of the application's records and process everything again;
  *	 - any other role (one writing a table a state machine guards, or
  *	   calling cleanup()) stores under its own name.
  *
@@ -70,15 +71,26 @@ static SqlStatement application_roles_stmt = {
 	.snapshot = SQL_SNAPSHOT_LATEST,
 };
 
-/* whether role $1 holds a privilege on an object of the application API */
+/*
+ * whether role $1 holds a privilege on an object of the application API,
+ * granted to it or to a role whose privileges it has (not to PUBLIC: the
+ * Citus delegates are open to all, and check the function they stand for)
+ */
 static SqlStatement holds_api_stmt = {
-	.sql = "SELECT FROM idempotency.application_api AS a"
-	" WHERE CASE a.object_type WHEN 'function' THEN pg_catalog.has_function_privilege($1,"
-	"   pg_catalog.to_regproc('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name)),"
-	"   a.privilege)"
-	"  ELSE pg_catalog.has_table_privilege($1,"
-	"   pg_catalog.to_regclass('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name)),"
-	"   a.privilege) END"
+	.sql = "SELECT FROM idempotency.application_api AS a,"
+	" LATERAL (SELECT p.proacl AS acl FROM pg_catalog.pg_proc AS p"
+	"   WHERE a.object_type OPERATOR(pg_catalog.=) 'function'"
+	"     AND p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regproc('idempotency.'"
+	"       OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name))"
+	"  UNION ALL"
+	"  SELECT c.relacl FROM pg_catalog.pg_class AS c"
+	"   WHERE a.object_type OPERATOR(pg_catalog.<>) 'function'"
+	"     AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('idempotency.'"
+	"       OPERATOR(pg_catalog.||) pg_catalog.quote_ident(a.object_name))) AS o,"
+	" pg_catalog.aclexplode(o.acl) AS x"
+	" WHERE x.grantee OPERATOR(pg_catalog.<>) 0"
+	"   AND x.privilege_type OPERATOR(pg_catalog.=) a.privilege"
+	"   AND pg_catalog.pg_has_role($1, x.grantee, 'USAGE')"
 	" LIMIT 1",
 	.nargs = 1,
 	.argtypes = {OIDOID},

@@ -322,3 +322,50 @@ $$;
  * the library serialises them with a lock of the key and numbers with the
  * latest committed state (src/outbox.c).
  */
+
+/*
+ * The Citus delegates are open to everyone: a delegate runs only for a
+ * caller who may run the function it stands for, which it checks when it
+ * runs (src/citus.c), so its own grants added nothing but a second list to
+ * keep in step.  An installation updated from 1.0 had them copied from the
+ * functions at the update; a new one had none, and a role an administrator
+ * granted lookup() by hand was refused citus_lookup() on the coordinator.
+ */
+DO $$
+DECLARE
+	delegate pg_catalog.regprocedure;
+	saved pg_catalog.aclitem[];
+BEGIN
+	FOREACH delegate IN ARRAY ARRAY[
+		'idempotency.citus_idempotent_begin(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)',
+		'idempotency.citus_idempotent_finish(idempotency.key, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.bytea, pg_catalog.interval, pg_catalog.jsonb)',
+		'idempotency.citus_idempotent_abandon(idempotency.key, pg_catalog.text, pg_catalog.int4)',
+		'idempotency.citus_lookup(idempotency.key, pg_catalog.text, pg_catalog.jsonb)',
+		'idempotency.citus_idempotent_checkpoint(idempotency.key, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.int4)',
+		'idempotency.citus_idempotent_renew(idempotency.key, pg_catalog.interval, pg_catalog.text, pg_catalog.int4)'
+	]::pg_catalog.regprocedure[]
+	LOOP
+		SELECT i.initprivs INTO saved FROM pg_catalog.pg_init_privs AS i
+		 WHERE i.objoid OPERATOR(pg_catalog.=) delegate
+		   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+		   AND i.objsubid OPERATOR(pg_catalog.=) 0;
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', delegate);
+		/*
+		 * A grant in an extension script records the whole ACL as the
+		 * initial privileges, the installation's grants included, which
+		 * pg_dump would then leave out: record the initial privileges as
+		 * they were, with PUBLIC's EXECUTE (see carry_privileges).
+		 */
+		IF saved IS NOT NULL THEN
+			UPDATE pg_catalog.pg_init_privs
+			   SET initprivs = saved OPERATOR(pg_catalog.||)
+				   pg_catalog.makeaclitem(0, (SELECT p.proowner FROM pg_catalog.pg_proc AS p
+											   WHERE p.oid OPERATOR(pg_catalog.=) delegate),
+										  'EXECUTE', false)
+			 WHERE objoid OPERATOR(pg_catalog.=) delegate
+			   AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+			   AND objsubid OPERATOR(pg_catalog.=) 0;
+		END IF;
+	END LOOP;
+END;
+$$;
