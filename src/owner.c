@@ -54,6 +54,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -200,6 +201,23 @@ owner_holds_api(Oid roleid)
 }
 
 /*
+ * OwnerRolesRecorded
+ *		Whether the SQL objects record the application roles (1.2 on).
+ *		Asked of the schema, not only of the version the catalog cache read:
+ *		the update to 1.2 changes none of the tables that cache watches, so
+ *		a session connected before it would go on with 1.1's rule.  (The
+ *		owner cache itself is cleared by the update's grants.)
+ */
+bool
+OwnerRolesRecorded(void)
+{
+	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
+
+	return catalog->sql_version >= IDEMPOTENCY_SQL_1_2 ||
+		OidIsValid(get_relname_relid("application_roles", catalog->nspoid));
+}
+
+/*
  * owner_resolve
  *		The role whose name a call by roleid stores its records under.
  */
@@ -208,12 +226,15 @@ owner_resolve(Oid roleid)
 {
 	const IdempotencyCatalog *catalog = IdempotencyCatalogGet();
 	List	   *applications;
+	bool		recorded;
 	Oid			found = InvalidOid;
 	ListCell   *lc;
 
 	if (superuser_arg(roleid))
 		return roleid;
-	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_2)
+
+	recorded = OwnerRolesRecorded();
+	if (recorded)
 		applications = owner_application_roles();
 	else
 		applications = owner_grantees(catalog->begin_fn);
@@ -238,7 +259,7 @@ owner_resolve(Oid roleid)
 	}
 	if (OidIsValid(found))
 		return found;
-	if (catalog->sql_version >= IDEMPOTENCY_SQL_1_2 && owner_holds_api(roleid))
+	if (recorded && owner_holds_api(roleid))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEMPOTENCY_NOT_APPLICATION_ROLE),
 				 errmsg("role \"%s\" is not an application role of extension \"idempotency\"",

@@ -17,5 +17,6 @@
 
 extern Datum OwnerName(void);
 extern void OwnerCacheInvalidate(void);
+extern bool OwnerRolesRecorded(void);
 
 #endif							/* IDEMPOTENCY_OWNER_H */

@@ -47,6 +47,7 @@
 #include "compat.h"
 #include "extension.h"
 #include "key.h"
+#include "owner.h"
 #include "sqlcall.h"
 
 /*
@@ -207,7 +208,7 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 	 * role created later under it is not one unless grant_usage() says so;
 	 * a role that exists keeps its standing.
 	 */
-	if (IdempotencyCatalogGet()->sql_version >= IDEMPOTENCY_SQL_1_2 &&
+	if (OwnerRolesRecorded() &&
 		!OidIsValid(get_role_oid(TextDatumGetCString(values[0]), true)))
 		(void) roles_execute("DELETE FROM idempotency.application_roles AS a"
 							 " WHERE a.role_name OPERATOR(pg_catalog.=) $1",
@@ -264,7 +265,7 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 	 * An application role renamed is one under its new name (records and
 	 * the role's standing move together); a name that is one already stays.
 	 */
-	if (IdempotencyCatalogGet()->sql_version >= IDEMPOTENCY_SQL_1_2)
+	if (OwnerRolesRecorded())
 		(void) roles_execute("WITH moved AS (DELETE FROM idempotency.application_roles AS a"
 							 " WHERE a.role_name OPERATOR(pg_catalog.=) $1 RETURNING a.role_name)"
 							 " INSERT INTO idempotency.application_roles (role_name)"

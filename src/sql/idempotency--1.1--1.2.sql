@@ -31,20 +31,52 @@ REVOKE ALL ON TABLE idempotency.application_roles FROM PUBLIC;
 -- the database's owner dumps it, as it dumps the records
 GRANT SELECT ON TABLE idempotency.application_roles TO pg_database_owner;
 
+/*
+ * The roles 1.1 took for application roles (the grantees of
+ * idempotent_begin less its initial privileges), and the roles that were
+ * granted part of the API but have the privileges of none of those (a
+ * consumer from which idempotent_begin was revoked, which 1.1 made the
+ * owner of nothing but its own name's records, as it does the role itself
+ * from now on): each of their logins then works on their records.  A role
+ * that has the privileges of one of the first kind keeps working on that
+ * role's records, as under 1.1.
+ */
+WITH begin_grantees AS (
+	SELECT a.grantee
+	  FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+	 WHERE p.oid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+	   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	   AND a.grantee OPERATOR(pg_catalog.<>) 0
+	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+	EXCEPT
+	SELECT a.grantee
+	  FROM pg_catalog.pg_init_privs AS i, pg_catalog.aclexplode(i.initprivs) AS a
+	 WHERE i.objoid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+	   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND i.objsubid OPERATOR(pg_catalog.=) 0),
+api_grantees AS (
+	SELECT x.grantee
+	  FROM idempotency.application_api AS l,
+		   LATERAL (SELECT p.proacl AS acl, p.proowner AS owner FROM pg_catalog.pg_proc AS p
+					 WHERE l.object_type OPERATOR(pg_catalog.=) 'function'
+					   AND p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regproc('idempotency.'
+						   OPERATOR(pg_catalog.||) pg_catalog.quote_ident(l.object_name))
+					UNION ALL
+					SELECT c.relacl, c.relowner FROM pg_catalog.pg_class AS c
+					 WHERE l.object_type OPERATOR(pg_catalog.<>) 'function'
+					   AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('idempotency.'
+						   OPERATOR(pg_catalog.||) pg_catalog.quote_ident(l.object_name))) AS o,
+		   pg_catalog.aclexplode(o.acl) AS x
+	 WHERE x.grantee OPERATOR(pg_catalog.<>) 0
+	   AND x.grantee OPERATOR(pg_catalog.<>) o.owner
+	   AND x.privilege_type OPERATOR(pg_catalog.=) l.privilege
+	   AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r
+					   WHERE r.oid OPERATOR(pg_catalog.=) x.grantee AND r.rolsuper)
+	   AND NOT EXISTS (SELECT FROM begin_grantees AS b
+					   WHERE pg_catalog.pg_has_role(x.grantee, b.grantee, 'USAGE')))
 INSERT INTO idempotency.application_roles (role_name)
 SELECT DISTINCT pg_catalog.pg_get_userbyid(g.grantee)
-  FROM (SELECT a.grantee
-		  FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
-		 WHERE p.oid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
-		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-		   AND a.grantee OPERATOR(pg_catalog.<>) 0
-		   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-		EXCEPT
-		SELECT a.grantee
-		  FROM pg_catalog.pg_init_privs AS i, pg_catalog.aclexplode(i.initprivs) AS a
-		 WHERE i.objoid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
-		   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-		   AND i.objsubid OPERATOR(pg_catalog.=) 0) AS g;
+  FROM (TABLE begin_grantees UNION TABLE api_grantees) AS g;
 
 /*
  * grant_usage(role) grants what application_api lists, and nothing else,
@@ -369,3 +401,32 @@ BEGIN
 	END LOOP;
 END;
 $$;
+
+/*
+ * The application API, listed once: what grant_usage() grants.  The
+ * delegates leave it, being open to everyone; the rest is as in 1.1.
+ */
+CREATE OR REPLACE VIEW idempotency.application_api AS
+	SELECT v.object_type, v.object_name, v.privilege
+	  FROM (VALUES
+			('function', 'idempotent_begin', 'EXECUTE'),
+			('function', 'idempotent_finish', 'EXECUTE'),
+			('function', 'idempotent_abandon', 'EXECUTE'),
+			('function', 'lookup', 'EXECUTE'),
+			('view', 'my_records', 'SELECT'),
+			('function', 'inbox_receive', 'EXECUTE'),
+			('function', 'inbox_receive_batch', 'EXECUTE'),
+			('function', 'issue_token', 'EXECUTE'),
+			('function', 'consume_token', 'EXECUTE'),
+			('view', 'my_tokens', 'SELECT'),
+			('function', 'outbox_send', 'EXECUTE'),
+			('function', 'outbox_fetch', 'EXECUTE'),
+			('function', 'outbox_ack', 'EXECUTE'),
+			('view', 'my_outbox', 'SELECT'),
+			('function', 'lock', 'EXECUTE'),
+			('function', 'try_lock', 'EXECUTE'),
+			('function', 'idempotent_checkpoint', 'EXECUTE'),
+			('function', 'idempotent_renew', 'EXECUTE'),
+			('function', 'claim_stalled', 'EXECUTE'),
+			('view', 'my_stalled_claims', 'SELECT'))
+		   AS v (object_type, object_name, privilege);
