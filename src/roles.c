@@ -203,10 +203,11 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 										  " WHERE t.owner OPERATOR(pg_catalog.=) $1",
 										  role_tables[i].name),
 								 1, values, SPI_OK_DELETE);
+
 	/*
 	 * A dropped role's name is no longer an application role's, so that a
-	 * role created later under it is not one unless grant_usage() says so;
-	 * a role that exists keeps its standing.
+	 * role created later under it is not one unless grant_usage() says so; a
+	 * role that exists keeps its standing.
 	 */
 	if (OwnerRolesRecorded() &&
 		!OidIsValid(get_role_oid(TextDatumGetCString(values[0]), true)))
@@ -262,8 +263,8 @@ idempotency_rename_owner(PG_FUNCTION_ARGS)
 							   2, values, SPI_OK_INSERT);
 
 	/*
-	 * An application role renamed is one under its new name (records and
-	 * the role's standing move together); a name that is one already stays.
+	 * An application role renamed is one under its new name (records and the
+	 * role's standing move together); a name that is one already stays.
 	 */
 	if (OwnerRolesRecorded())
 		(void) roles_execute("WITH moved AS (DELETE FROM idempotency.application_roles AS a"
