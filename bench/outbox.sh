@@ -16,6 +16,13 @@
 #   both ways: fetch and acknowledgement in one transaction (like the
 #   hand-written one), and as its protocol intends, fetch (the lease
 #   commits) then acknowledgement, two transactions per batch.
+# - relaying without statistics: the extension's two relays again, from the
+#   same backlog in an outbox that was never analyzed (a burst, or relays
+#   that were down, before autovacuum got to the table): the extension is
+#   created again, the backlog sent, and the table vacuumed but not
+#   analyzed (autovacuum is off for it), so the planner has only its
+#   default guesses.  Reported as a ratio to the same relay on the analyzed
+#   table.
 #
 # Note: the hand-written relay orders a key's messages by bigserial id,
 # which is the order of the INSERTs, not of the commits: two overlapping
@@ -107,8 +114,23 @@ load_backlog() {
 		-c "VACUUM ANALYZE idempotency.outbox" -c "VACUUM ANALYZE hand_outbox" -c "CHECKPOINT" >/dev/null
 }
 
+# the same backlog in an outbox that was never analyzed: the extension
+# created again, autovacuum off for the table, which is vacuumed (as the
+# analyzed one is) but not analyzed
+load_backlog_unanalyzed() {
+	psql_cluster -c "DROP EXTENSION idempotency" -c "CREATE EXTENSION idempotency" \
+		-c "ALTER TABLE idempotency.outbox SET (autovacuum_enabled = off)" \
+		-c "SELECT count(idempotency.outbox_send('orders', jsonb_build_object('n', g), 'key-' || (hashint4(g) & 1023) % 1000))
+			  FROM generate_series(1, $messages) AS g" \
+		-c "VACUUM idempotency.outbox" -c "CHECKPOINT" >/dev/null
+	local stats
+	stats=$(psql_cluster -Atc "SELECT count(*) FROM pg_statistic WHERE starelid = 'idempotency.outbox'::regclass")
+	[ "$stats" = 0 ] || { echo "the outbox has statistics" >&2; exit 1; }
+}
+
 send_variants="send_ext send_ext_unordered send_hand"
 relay_variants="relay_ext_1tx relay_ext_2tx relay_hand"
+unanalyzed_variants="relay_ext_1tx relay_ext_2tx"
 declare -A runs
 drained=""
 for r in $(seq "$rounds"); do
@@ -133,14 +155,26 @@ for r in $(seq "$rounds"); do
 			-c "UPDATE hand_outbox SET delivered_at = NULL WHERE delivered_at IS NOT NULL" \
 			-c "VACUUM ANALYZE idempotency.outbox" -c "VACUUM ANALYZE hand_outbox" -c "CHECKPOINT" >/dev/null
 	done
+	load_backlog_unanalyzed
+	for v in $unanalyzed_variants; do
+		t=$(run "$v")
+		left=$(psql_cluster -Atc "SELECT count(*) FROM idempotency.outbox WHERE delivered_at IS NULL")
+		[ "$left" -gt 0 ] || drained="$drained ${v}_unanalyzed"
+		runs[${v}_unanalyzed]="${runs[${v}_unanalyzed]:-} $(awk -v d="$(( messages - left ))" -v s="$seconds" 'BEGIN { printf "%.0f", d / s }')"
+		psql_cluster -c "UPDATE idempotency.outbox SET delivered_at = NULL, expires_at = NULL, lease_until = NULL
+						  WHERE delivered_at IS NOT NULL OR lease_until IS NOT NULL" \
+			-c "VACUUM idempotency.outbox" -c "CHECKPOINT" >/dev/null
+	done
+	# back to an outbox that autovacuum analyzes, for the next round
+	psql_cluster -c "ALTER TABLE idempotency.outbox RESET (autovacuum_enabled)" >/dev/null
 done
 rm -rf "$dir"
 
 declare -A med
 echo "==> messages per second ($clients clients, $seconds s per run, $rounds rounds, medians; backlog $messages messages over 1000 keys)"
-for v in $send_variants $relay_variants; do
+for v in $send_variants $relay_variants relay_ext_1tx_unanalyzed relay_ext_2tx_unanalyzed; do
 	med[$v]=$(median ${runs[$v]})
-	printf '   %-20s %10s msgs/s   (runs:%s)\n' "$v" "${med[$v]}" "${runs[$v]}"
+	printf '   %-25s %10s msgs/s   (runs:%s)\n' "$v" "${med[$v]}" "${runs[$v]}"
 done
 if [ -n "$drained" ]; then
 	echo "   WARNING: the backlog ran out during:$drained; use more MESSAGES or fewer SECONDS"
@@ -151,3 +185,5 @@ echo "   outbox_send with a key / hand-written INSERT:             $(ratio "${me
 echo "   outbox_send without a key / hand-written INSERT:          $(ratio "${med[send_ext_unordered]}" "${med[send_hand]}")x"
 echo "   relay, fetch + ack in one transaction / SKIP LOCKED relay: $(ratio "${med[relay_ext_1tx]}" "${med[relay_hand]}")x"
 echo "   relay, lease then ack (two transactions) / SKIP LOCKED:    $(ratio "${med[relay_ext_2tx]}" "${med[relay_hand]}")x"
+echo "   relay, one transaction, never analyzed / analyzed:        $(ratio "${med[relay_ext_1tx_unanalyzed]}" "${med[relay_ext_1tx]}")x"
+echo "   relay, two transactions, never analyzed / analyzed:       $(ratio "${med[relay_ext_2tx_unanalyzed]}" "${med[relay_ext_2tx]}")x"

@@ -22,6 +22,10 @@
  * for Citus if it is a NULL constant, or a parameter whose NULL value the
  * planner may fold in (a custom plan's).
  *
+ * Every backend runs the hook, for every query of every application, so a
+ * query that calls another function costs one syscache probe (the
+ * function's schema) and nothing else: no catalog read, no cache entry.
+ *
  * Copyright (c) 2026, idempotency developers
  *
  * IDENTIFICATION
@@ -40,7 +44,9 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 #include "citus.h"
@@ -49,22 +55,26 @@
 static planner_hook_type prev_planner_hook = NULL;
 
 /*
- * Per backend: the functions looked at so far and the argument Citus routes
- * each by (-1: none, or not one of this extension's).  The delegates' calls,
- * which pass NULL for every argument left out, look here on every call.
- * Emptied by an invalidation of pg_dist_object (Citus sends one when it
- * distributes a function) and when full.
+ * Per backend: the functions of the extension's schema looked at so far and
+ * the argument Citus routes each by (-1: none, or not one of the
+ * extension's), and the schema's OID.  The delegates' calls, which pass NULL
+ * for every argument left out, look here on every call.  Only the schema's
+ * functions are entered, so the table never holds more than the extension
+ * has; a function of any other schema is not the extension's, and is told
+ * apart by its pg_proc entry alone.  Marked stale by an invalidation of
+ * pg_dist_object (Citus sends one when it distributes a function), of
+ * every relation, and of any schema (the extension's schema is created and
+ * dropped with it); rebuilt on next use.
  */
-#define NULLARG_CACHE_SIZE 32
-
 typedef struct NullArgCacheEntry
 {
-	Oid			funcid;
+	Oid			funcid;			/* the hash key */
 	int			distarg;
 } NullArgCacheEntry;
 
-static NullArgCacheEntry nullarg_cache[NULLARG_CACHE_SIZE];
-static int	nullarg_ncached = 0;
+static HTAB *nullarg_cache = NULL;
+static bool nullarg_cache_valid = false;
+static Oid	nullarg_nspoid = InvalidOid;
 static Oid	nullarg_dist_object_relid = InvalidOid;
 
 /*
@@ -155,24 +165,57 @@ nullarg_lookup(Oid funcid)
 }
 
 /*
+ * nullarg_cache_rebuild
+ *		An empty table and the extension's schema looked up again (by name,
+ *		in the syscache: the extension is not relocatable, and a schema of
+ *		that name that is not its own holds none of its functions, which
+ *		nullarg_lookup finds by membership).
+ */
+static void
+nullarg_cache_rebuild(void)
+{
+	HASHCTL		ctl;
+
+	if (nullarg_cache != NULL)
+		hash_destroy(nullarg_cache);
+	nullarg_cache = NULL;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(NullArgCacheEntry);
+	ctl.hcxt = CacheMemoryContext;
+	nullarg_cache = hash_create("idempotency null-argument cache", 64, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	nullarg_nspoid = get_namespace_oid("idempotency", true);
+	nullarg_cache_valid = true;
+}
+
+/*
  * nullarg_distribution_argument
- *		nullarg_lookup, remembered.
+ *		nullarg_lookup, remembered, for a function of the extension's schema;
+ *		-1 at once for any other.
  */
 static int
 nullarg_distribution_argument(Oid funcid)
 {
+	NullArgCacheEntry *entry;
+	bool		found;
 	int			distarg;
 
-	for (int i = 0; i < nullarg_ncached; i++)
-		if (nullarg_cache[i].funcid == funcid)
-			return nullarg_cache[i].distarg;
+	if (!nullarg_cache_valid)
+		nullarg_cache_rebuild();
+	if (!OidIsValid(nullarg_nspoid) || get_func_namespace(funcid) != nullarg_nspoid)
+		return -1;
 
+	entry = hash_search(nullarg_cache, &funcid, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry->distarg;
+
+	/* looked up before entering: the lookup's SQL may invalidate the table */
 	distarg = nullarg_lookup(funcid);
-	if (nullarg_ncached == NULLARG_CACHE_SIZE)
-		nullarg_ncached = 0;
-	nullarg_cache[nullarg_ncached].funcid = funcid;
-	nullarg_cache[nullarg_ncached].distarg = distarg;
-	nullarg_ncached++;
+	if (!nullarg_cache_valid)
+		return distarg;
+	entry = hash_search(nullarg_cache, &funcid, HASH_ENTER, &found);
+	entry->distarg = distarg;
 	return distarg;
 }
 
@@ -249,14 +292,16 @@ nullarg_planner(Query *parse, const char *query_string, int cursorOptions,
 
 /*
  * IdempotencyCitusNullArgInvalidate
- *		Forget the functions looked at when pg_dist_object (or everything)
- *		is invalidated; called by the extension's relcache callback.
+ *		Forget the functions looked at and the schema when pg_dist_object
+ *		(or everything) is invalidated; called by the extension's relcache
+ *		callback, and with InvalidOid by its schema callback.  Only flips a
+ *		flag: the table is rebuilt on next use.
  */
 void
 IdempotencyCitusNullArgInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == nullarg_dist_object_relid)
-		nullarg_ncached = 0;
+		nullarg_cache_valid = false;
 }
 
 /*

@@ -134,13 +134,15 @@ catalog_authid_callback(Datum arg, int cacheid, uint32 hashvalue)
 
 /*
  * catalog_namespace_callback
- *		Mark the answer stale when any schema is created, renamed or dropped.
+ *		Mark the answer stale when any schema is created, renamed or dropped,
+ *		and the null-argument check's, which keeps the schema's OID.
  *		Note: schemas change rarely, so we don't bother to tell ours apart.
  */
 static void
 catalog_namespace_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	catalog_valid = false;
+	IdempotencyCitusNullArgInvalidate(InvalidOid);
 }
 
 /*

@@ -89,8 +89,9 @@
  *	 the relay's transaction, and a share of the batch per shard;
  * - fencing attempts come from the coordinator's sequence, so a fetch on
  *	 another node is refused (its sequence would issue the same numbers);
- *	 outbox_ack runs unchanged, one statement over every shard (it finds
- *	 messages by id, which does not name a shard).
+ *	 outbox_ack runs one statement over every shard that finds the messages
+ *	 by id in the UPDATE itself (an id does not name a shard, and a ctid
+ *	 names a row of one shard only).
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -259,6 +260,16 @@ static SqlStatement attempt_stmt = {
  * out.  A row that changed after the statement's snapshot is locked in its
  * new version and checked again; if it is still ready, its new version is
  * not visible to the UPDATE and it waits for the next fetch.
+ *
+ * The UPDATE finds its rows by the locked rows' ctids alone (a TID scan),
+ * with no condition of its own on owner or delivered_at: the rows are locked
+ * and were checked when they were, and any index such a condition matched
+ * would be a plan.  On a table that has not been analyzed (a burst, a relay
+ * that was down) the planner takes the default guesses that few rows are
+ * undelivered and few are the owner's, and scanned all of the owner's
+ * undelivered messages through the index of undelivered messages with a
+ * bitmap, for every batch; with the ctids alone no plan depends on the
+ * table's statistics.
  */
 #define FETCH_SQL(BOUND) \
 	"WITH RECURSIVE heads (ordering_key, seq) AS (" \
@@ -283,7 +294,6 @@ static SqlStatement attempt_stmt = {
 	"             AND (c.lease_until IS NULL OR c.lease_until OPERATOR(pg_catalog.<=) $4)" \
 	"           FOR UPDATE OF c SKIP LOCKED) AS r" \
 	"        LIMIT $3))" \
-	"    AND o.owner OPERATOR(pg_catalog.=) $1 AND o.delivered_at IS NULL" \
 	" RETURNING o.message_id, o.topic, o.ordering_key, o.payload, o.headers, o.sent_at," \
 	"  o.attempt, o.deliveries, o.lease_until"
 
@@ -342,7 +352,8 @@ static SqlStatement citus_heads_wrapped_stmt = {
  * $6 attempt: the message, if it is still undelivered and unleased and no
  * transaction holds it, leased.  Routed to the key's shard, where FOR UPDATE
  * SKIP LOCKED is allowed; a row that changed since the statement's snapshot
- * is treated as in FETCH_SQL.
+ * is treated as in FETCH_SQL, and the UPDATE finds it by its ctid alone, as
+ * there (the ordering key routes the statement).
  */
 static SqlStatement citus_claim_stmt = {
 	.sql = "UPDATE idempotency.outbox AS o"
@@ -354,8 +365,7 @@ static SqlStatement citus_claim_stmt = {
 	"           AND c.seq OPERATOR(pg_catalog.=) $3 AND c.delivered_at IS NULL"
 	"           AND (c.lease_until IS NULL OR c.lease_until OPERATOR(pg_catalog.<=) $4)"
 	"         FOR UPDATE OF c SKIP LOCKED))"
-	"    AND o.owner OPERATOR(pg_catalog.=) $1 AND o.ordering_key OPERATOR(pg_catalog.=) $2"
-	"    AND o.delivered_at IS NULL"
+	"    AND o.ordering_key OPERATOR(pg_catalog.=) $2"
 	" RETURNING o.message_id, o.topic, o.ordering_key, o.payload, o.headers, o.sent_at,"
 	"  o.attempt, o.deliveries, o.lease_until",
 	.nargs = 6,
@@ -385,9 +395,37 @@ static SqlStatement own_stmt = {
 
 /*
  * $1 owner, $2 attempt, $3 message ids (sorted, each once), $4 now, $5
- * expires_at: the messages the attempt holds, marked delivered.
+ * expires_at: the messages the attempt holds, marked delivered.  The owner's
+ * messages of those ids are found by their ids in the primary key, one probe
+ * each, and updated by ctid if the attempt still holds them; the check on
+ * attempt and delivered_at is the UPDATE's, so that a message another
+ * transaction changed meanwhile is checked again in its new version.  No
+ * scan has both the owner and "undelivered" to match the index of
+ * undelivered messages: without statistics the planner guesses that few
+ * messages are either, and would scan all of the owner's undelivered
+ * messages for each acknowledgement (see FETCH_SQL).
  */
 static SqlStatement ack_stmt = {
+	.sql = "UPDATE idempotency.outbox AS o SET delivered_at = $4, expires_at = $5, lease_until = NULL"
+	" WHERE o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"        SELECT c.ctid FROM idempotency.outbox AS c"
+	"         WHERE c.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+	"           AND c.owner OPERATOR(pg_catalog.=) $1))"
+	" AND o.attempt OPERATOR(pg_catalog.=) $2"
+	" AND o.delivered_at IS NULL"
+	" RETURNING o.message_id",
+	.nargs = 5,
+	.argtypes = {TEXTOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	.expected_rc = SPI_OK_UPDATE_RETURNING,
+	.natts = 1,
+};
+
+/*
+ * ack_stmt on a distributed outbox, one statement over every shard: a ctid
+ * names a row of one shard only, so the messages are found by id in the
+ * UPDATE itself, and each shard plans it for itself.
+ */
+static SqlStatement citus_ack_stmt = {
 	.sql = "UPDATE idempotency.outbox AS o SET delivered_at = $4, expires_at = $5, lease_until = NULL"
 	" WHERE o.message_id OPERATOR(pg_catalog.=) ANY ($3)"
 	" AND o.owner OPERATOR(pg_catalog.=) $1"
@@ -855,7 +893,9 @@ idempotency_outbox_ack(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(call.now);
 	values[4] = TimestampTzGetDatum(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(2), "ttl"));
 
-	newly = IdSetMark(sorted, m, marked, SqlExecute(&ack_stmt, values, NULL));
+	newly = IdSetMark(sorted, m, marked,
+					  SqlExecute(IdempotencyCitusPartMethod(CITUS_OUTBOX) == 'h' ?
+								 &citus_ack_stmt : &ack_stmt, values, NULL));
 	held = newly;
 	if (held < m)
 		held += IdSetMark(sorted, m, marked, SqlExecute(&acked_stmt, values, NULL));

@@ -131,7 +131,7 @@ like( $coord->safe_psql('postgres', q{
 	 WHERE o.ctid = ANY (ARRAY(SELECT c.ctid FROM idempotency.outbox AS c
 							   WHERE c.owner = 'app' AND c.ordering_key = 'ORD-1' AND c.seq = 1
 							   FOR UPDATE OF c SKIP LOCKED))
-	   AND o.owner = 'app' AND o.ordering_key = 'ORD-1'}),
+	   AND o.ordering_key = 'ORD-1'}),
 	qr/Task Count: 1\b/, 'taking one key\'s message is routed to one shard');
 
 # two senders of one key: the second waits for the first and takes the next number
