@@ -43,8 +43,8 @@
 #include "args.h"
 #include "compat.h"
 #include "extension.h"
-#include "owner.h"
 #include "locks.h"
+#include "owner.h"
 #include "sqlcall.h"
 
 /* A fixed seed, so that the same key maps to the same lock in every backend. */
