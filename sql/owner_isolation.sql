@@ -84,6 +84,21 @@ SELECT idempotency.citus_idempotent_abandon('k', 's', NULL);
 SELECT idempotency.citus_idempotent_checkpoint('k', 'step', '{}', 's', NULL);
 SELECT idempotency.citus_idempotent_renew('k', '1 minute', 's', NULL);
 RESET ROLE;
+-- and the functions behind the Citus form of the my_* views, open to all
+-- too, return rows only to a role that may read the view
+SET ROLE regress_mallory;
+SELECT count(*) FROM idempotency.citus_my_records();
+SELECT count(*) FROM idempotency.citus_my_tokens();
+SELECT count(*) FROM idempotency.citus_my_outbox();
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT count(*) > 0 AS sees_own FROM idempotency.citus_my_records();
+RESET ROLE;
+REVOKE SELECT ON idempotency.my_records FROM regress_alice;
+SET ROLE regress_alice;
+SELECT count(*) FROM idempotency.citus_my_records();
+RESET ROLE;
+GRANT SELECT ON idempotency.my_records TO regress_alice;
 
 TRUNCATE idempotency.registry;
 DROP OWNED BY regress_alice, regress_bob;

@@ -781,16 +781,18 @@ IdempotencyCitusTableName(Relation rel)
  * citus_own_rows
  *		Read the caller's own rows as the tables' owner (select runs the
  *		statement) and hand each row the frame returned to emit, which adds
- *		it to the result set.
+ *		it to the result set; only for a caller who may read the view the
+ *		rows are for.
  */
 static void
-citus_own_rows(FunctionCallInfo fcinfo, uint64 (*select) (SqlCall *call),
+citus_own_rows(FunctionCallInfo fcinfo, const char *view, uint64 (*select) (SqlCall *call),
 			   void (*emit) (ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc))
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SqlCall		call;
 	uint64		n;
 
+	IdempotencyRequireViewPrivilege(view);
 	InitMaterializedSRF(fcinfo, 0);
 	SqlCallBegin(&call);
 	n = select(&call);
@@ -836,7 +838,7 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_records);
 Datum
 idempotency_citus_my_records(PG_FUNCTION_ARGS)
 {
-	citus_own_rows(fcinfo, RegistrySelectOwn, citus_emit_record);
+	citus_own_rows(fcinfo, "my_records", RegistrySelectOwn, citus_emit_record);
 	return (Datum) 0;
 }
 
@@ -896,7 +898,7 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_tokens);
 Datum
 idempotency_citus_my_tokens(PG_FUNCTION_ARGS)
 {
-	citus_own_rows(fcinfo, citus_select_tokens, citus_emit_token);
+	citus_own_rows(fcinfo, "my_tokens", citus_select_tokens, citus_emit_token);
 	return (Datum) 0;
 }
 

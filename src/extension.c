@@ -64,6 +64,7 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/catcache.h"
 #include "utils/fmgroids.h"
@@ -469,4 +470,23 @@ IdempotencyRequireSqlVersion(IdempotencySqlVersion version, const char *feature)
 			 errdetail("The extension's SQL objects are version \"%s\".",
 					   sql_versions[IdempotencyCatalogGet()->sql_version]),
 			 errhint("Run ALTER EXTENSION %s UPDATE.", EXTENSION_NAME)));
+}
+
+/*
+ * IdempotencyRequireViewPrivilege
+ *		Refuse a caller who may not read the extension's view of that name:
+ *		for a function open to everyone that returns the caller's rows of
+ *		that view (the Citus forms of my_records, my_tokens and my_outbox),
+ *		so that a revocation on the view holds for the function too.
+ *		Called through the view, the caller has passed that check already.
+ */
+void
+IdempotencyRequireViewPrivilege(const char *view)
+{
+	Oid			viewoid = get_relname_relid(view, IdempotencyCatalogGet()->nspoid);
+
+	if (!OidIsValid(viewoid))
+		elog(ERROR, "view %s.%s does not exist", EXTENSION_SCHEMA, view);
+	if (pg_class_aclcheck(viewoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_VIEW, view);
 }

@@ -58,6 +58,7 @@ extern const IdempotencyCatalog *IdempotencyCatalogGet(void);
 extern void IdempotencyCheckVersion(void);
 extern void IdempotencyRequireSqlVersion(IdempotencySqlVersion version,
 										 const char *feature);
+extern void IdempotencyRequireViewPrivilege(const char *view);
 
 /*
  * The SQL function must pass exactly the arguments its entry point reads: a

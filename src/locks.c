@@ -6,9 +6,15 @@
  *	  registry is touched (pessimistic locking, beside the version column's
  *	  optimistic one).
  *
- * The lock is a transaction-scoped lock in the advisory lock method, on a
- * 64-bit hash of (owner, scope, key), so two roles never contend on each
- * other's keys.  Its tag has a fourth field (LOCK_FIELD4) that core's
+ * The lock is a transaction-scoped lock in the advisory lock method whose
+ * tag holds the owner's role OID and a 32-bit hash of (scope, key): two
+ * roles never contend on each other's keys, however their keys hash (a hash
+ * alone can be steered: lookup3 with a fixed seed can be run backwards, and
+ * another application could make a key of its own collide with one of
+ * yours).  Two keys of one owner that collide only wait for each other.
+ * pg_locks shows the tag to every role, so the hash tells a role that can
+ * guess another application's keys which one it is working on now (see
+ * doc/key-locks.md).  Its tag has a fourth field (LOCK_FIELD4) that core's
  * pg_advisory_* functions never use (they use 1 for a bigint and 2 for a
  * pair of integers): no SQL can take, wait for or release these locks except
  * through lock() and try_lock(), so a role that was never granted them
@@ -38,6 +44,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "args.h"
@@ -83,21 +90,32 @@ lock_hash(text **parts, int n)
 }
 
 /*
+ * lock_owner_oid
+ *		The role OID of the name the caller's records are stored under (a
+ *		role that exists: the caller, or the application role it belongs to).
+ */
+static Oid
+lock_owner_oid(Datum owner)
+{
+	return get_role_oid(TextDatumGetCString(owner), false);
+}
+
+/*
  * lock_tag
  *		The lock tag of (current role, scope, key) in this database.
  */
 static void
 lock_tag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 {
-	text	   *parts[3];
+	text	   *parts[2];
+	Datum		owner = OwnerName();
 	uint64		h;
 
 	/* a bad key is reported before a bad scope */
-	parts[0] = DatumGetTextPP(OwnerName());
-	parts[2] = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
-	parts[1] = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
-	h = lock_hash(parts, 3);
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, LOCK_FIELD4);
+	parts[1] = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
+	parts[0] = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
+	h = lock_hash(parts, 2);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, lock_owner_oid(owner), (uint32) h, LOCK_FIELD4);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_lock);
@@ -138,8 +156,9 @@ idempotency_try_lock(PG_FUNCTION_ARGS)
  * LockOutboxOrderingKey
  *		Wait for the lock of (owner, ordering key), held to the end of the
  *		transaction (or of the subtransaction that took it, if that rolls
- *		back).  Two keys whose hashes collide share a lock: their senders
- *		wait for each other, which costs time and nothing else.  A prepared
+ *		back).  Two keys of one owner whose hashes collide share a lock:
+ *		their senders wait for each other, which costs time and nothing
+ *		else; keys of two owners never do.  A prepared
  *		transaction keeps it until COMMIT PREPARED or ROLLBACK PREPARED, as
  *		it keeps pg_advisory_xact_lock()'s.
  */
@@ -147,12 +166,11 @@ void
 LockOutboxOrderingKey(Datum owner, Datum ordering_key)
 {
 	LOCKTAG		tag;
-	text	   *parts[2];
+	text	   *parts[1];
 	uint64		h;
 
-	parts[0] = DatumGetTextPP(owner);
-	parts[1] = DatumGetTextPP(ordering_key);
-	h = lock_hash(parts, 2);
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, LOCK_FIELD4_OUTBOX);
+	parts[0] = DatumGetTextPP(ordering_key);
+	h = lock_hash(parts, 1);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, lock_owner_oid(owner), (uint32) h, LOCK_FIELD4_OUTBOX);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }

@@ -922,7 +922,8 @@ PG_FUNCTION_INFO_V1(idempotency_citus_my_outbox);
 /*
  * idempotency_citus_my_outbox
  *		The caller's messages, read as the outbox's owner: what my_outbox
- *		shows once citus_setup() has distributed the outbox.
+ *		shows once citus_setup() has distributed the outbox (only for a
+ *		caller who may read my_outbox).
  */
 Datum
 idempotency_citus_my_outbox(PG_FUNCTION_ARGS)
@@ -932,6 +933,7 @@ idempotency_citus_my_outbox(PG_FUNCTION_ARGS)
 	Datum		values[1];
 	uint64		n;
 
+	IdempotencyRequireViewPrivilege("my_outbox");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	SqlCallBegin(&call);
 	values[0] = call.owner;
