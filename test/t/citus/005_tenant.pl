@@ -178,4 +178,22 @@ for my $call (
 }
 is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up');
 
+# An application's handler distributed by a text tenant argument, declared
+# STRICT as doc/scaling-out.md says: PostgreSQL answers NULL for a NULL
+# tenant without calling it, so Citus never routes the call, in autocommit,
+# in a transaction and as a prepared statement past its custom plans.
+$coord->safe_psql('postgres', q{
+	CREATE FUNCTION public.tenant_orders(tenant text) RETURNS int
+	LANGUAGE sql STRICT AS $$ SELECT count(*)::int FROM public.orders AS o WHERE o.tenant = tenant_orders.tenant $$;
+	SELECT create_distributed_function('public.tenant_orders(text)', '$1', colocate_with => 'public.orders');
+});
+is($coord->safe_psql('postgres', q{
+	SELECT coalesce(public.tenant_orders(NULL)::text, 'null');
+	BEGIN; SELECT coalesce(public.tenant_orders(NULL)::text, 'null'); COMMIT;
+	PREPARE p(text) AS SELECT coalesce(public.tenant_orders($1)::text, 'null');
+	EXECUTE p(NULL); EXECUTE p(NULL); EXECUTE p(NULL); EXECUTE p(NULL); EXECUTE p(NULL);
+	EXECUTE p(NULL); EXECUTE p(NULL);
+}), join("\n", ('null') x 9), 'a STRICT handler distributed by a text argument answers NULL for a NULL tenant');
+is($coord->safe_psql('postgres', q{SELECT 1}), '1', 'and the coordinator is still up after it');
+
 done_testing();
