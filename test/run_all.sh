@@ -115,6 +115,18 @@ suite() {
 		a_ok=$((a_ok + $(count '^ok [0-9]+( |$)' $outputs)))
 		# shellcheck disable=SC2086
 		a_failed=$((a_failed + $(count '^not ok [0-9]+( |$)' $outputs)))
+		# a file that stopped before its plan (an error aborted its
+		# transaction) fails, even if its expected output took that in
+		local out planned ran
+		for out in $outputs; do
+			planned=$(sed -nE 's/^1\.\.([0-9]+)$/\1/p' "$out" | head -n 1)
+			ran=$(count '^(not )?ok [0-9]+( |$)' "$out")
+			if [ -z "$planned" ] || [ "$planned" -ne "$ran" ]; then
+				echo "$out: planned ${planned:-no} tests, ran $ran" >>"$log"
+				status=1
+				f_failed=$((f_failed + 1))
+			fi
+		done
 	fi
 	files_skipped=$((files_skipped + f_skipped))
 
