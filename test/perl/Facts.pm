@@ -22,12 +22,12 @@ SET TimeZone = 'UTC';
 -- 17, in the owner's default there) aside; none if facts.without_acls is on
 CREATE FUNCTION pg_temp.acl_text(acl aclitem[], kind "char", owner oid) RETURNS text
 LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(e.grantee::regrole::text || ' ' || e.privilege_type || ' '
-							   || e.grantor::regrole::text || ' ' || e.is_grantable,
-							   ',' ORDER BY 1), '')
-	  FROM aclexplode(coalesce(acl, acldefault(kind, owner))) e
-	 WHERE e.privilege_type <> 'MAINTAIN'
-	   AND coalesce(current_setting('facts.without_acls', true), '') <> 'on'
+	SELECT coalesce(string_agg(x.item, ',' ORDER BY x.item), '')
+	  FROM (SELECT e.grantee::regrole::text || ' ' || e.privilege_type || ' '
+				   || e.grantor::regrole::text || ' ' || e.is_grantable AS item
+			  FROM aclexplode(coalesce(acl, acldefault(kind, owner))) e
+			 WHERE e.privilege_type <> 'MAINTAIN'
+			   AND coalesce(current_setting('facts.without_acls', true), '') <> 'on') AS x
 $$;
 WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'idempotency'),
 ns AS (SELECT 'idempotency'::regnamespace AS oid),

@@ -125,7 +125,7 @@ ok($new->poll_query_until('postgres',
 $before = fingerprint($new, 'postgres');
 ($ret, $stdout, $stderr) = $new->psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
 is($ret, 0, 'ALTER EXTENSION idempotency UPDATE succeeds');
-like($stderr, qr/version "1\.1" of extension "idempotency" is already installed/,
+like($stderr, qr/version "1\.2" of extension "idempotency" is already installed/,
 	'ALTER EXTENSION idempotency UPDATE finds nothing to do');
 $after = fingerprint($new, 'postgres');
 ok($after eq $before, 'and changes nothing') or diag_difference($before, $after);
