@@ -56,7 +56,7 @@ is($consumer->query_safe(q{SELECT idempotency.owner_name()}), 'consumer_login',
 # a load by another login of the application, through the update
 my $script = $node->basedir . '/load.sql';
 PostgreSQL::Test::Utils::append_to_file($script, q{
-\set n random(1, 1000000000)
+\set n random(1, 9000000000000000000)
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('load-' || :client_id || '-' || :n, 'live');
 SELECT found FROM idempotency.lookup('load-' || :client_id || '-' || :n, 'live');
