@@ -405,15 +405,18 @@ static SqlStatement own_stmt = {
  * messages are either, and would scan all of the owner's undelivered
  * messages for each acknowledgement (see FETCH_SQL).
  */
+#define ACK_SQL(FIND) \
+	"UPDATE idempotency.outbox AS o SET delivered_at = $4, expires_at = $5, lease_until = NULL" \
+	" WHERE " FIND \
+	" AND o.attempt OPERATOR(pg_catalog.=) $2" \
+	" AND o.delivered_at IS NULL" \
+	" RETURNING o.message_id"
+
 static SqlStatement ack_stmt = {
-	.sql = "UPDATE idempotency.outbox AS o SET delivered_at = $4, expires_at = $5, lease_until = NULL"
-	" WHERE o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"        SELECT c.ctid FROM idempotency.outbox AS c"
-	"         WHERE c.message_id OPERATOR(pg_catalog.=) ANY ($3)"
-	"           AND c.owner OPERATOR(pg_catalog.=) $1))"
-	" AND o.attempt OPERATOR(pg_catalog.=) $2"
-	" AND o.delivered_at IS NULL"
-	" RETURNING o.message_id",
+	.sql = ACK_SQL("o.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+				   "        SELECT c.ctid FROM idempotency.outbox AS c"
+				   "         WHERE c.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+				   "           AND c.owner OPERATOR(pg_catalog.=) $1))"),
 	.nargs = 5,
 	.argtypes = {TEXTOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_UPDATE_RETURNING,
@@ -426,12 +429,8 @@ static SqlStatement ack_stmt = {
  * UPDATE itself, and each shard plans it for itself.
  */
 static SqlStatement citus_ack_stmt = {
-	.sql = "UPDATE idempotency.outbox AS o SET delivered_at = $4, expires_at = $5, lease_until = NULL"
-	" WHERE o.message_id OPERATOR(pg_catalog.=) ANY ($3)"
-	" AND o.owner OPERATOR(pg_catalog.=) $1"
-	" AND o.attempt OPERATOR(pg_catalog.=) $2"
-	" AND o.delivered_at IS NULL"
-	" RETURNING o.message_id",
+	.sql = ACK_SQL("o.message_id OPERATOR(pg_catalog.=) ANY ($3)"
+				   " AND o.owner OPERATOR(pg_catalog.=) $1"),
 	.nargs = 5,
 	.argtypes = {TEXTOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	.expected_rc = SPI_OK_UPDATE_RETURNING,
