@@ -4,41 +4,49 @@ EXTENSION = idempotency
 EXTVERSION = 1.2
 
 MODULE_big = idempotency
+# the sources' own headers are named by their folder: "frame/sqlcall.h"
+PG_CPPFLAGS = -I$(srcdir)/src
 OBJS = \
-	src/idempotency.o \
-	src/key.o \
-	src/keycmp.o \
-	src/keyfuncs.o \
-	src/sqlcall.o \
-	src/args.o \
-	src/sha256.o \
-	src/registry.o \
-	src/registry_api.o \
-	src/http_headers.o \
-	src/xactclaims.o \
-	src/recovery.o \
-	src/cleanup.o \
-	src/sweep.o \
-	src/shmem.o \
-	src/worker.o \
-	src/statemachine.o \
-	src/trigger.o \
-	src/transition.o \
-	src/trigger_ddl.o \
-	src/history.o \
-	src/idset.o \
-	src/inbox.o \
-	src/outbox.o \
-	src/locks.o \
-	src/version_guard.o \
-	src/tokens.o \
-	src/stats.o \
-	src/extension.o \
-	src/roles.o \
-	src/owner.o \
-	src/hints.o \
-	src/citus.o \
-	src/citus_nullarg.o
+	src/init.o \
+	src/cache_invalidate.o \
+	src/base/settings.o \
+	src/base/sha256.o \
+	src/base/shmem.o \
+	src/base/stats.o \
+	src/objects/citus_metadata.o \
+	src/objects/extension.o \
+	src/frame/owner.o \
+	src/frame/sqlcall.o \
+	src/key/args.o \
+	src/key/key.o \
+	src/key/keycmp.o \
+	src/key/keyfuncs.o \
+	src/key/locks.o \
+	src/distributed/delegate.o \
+	src/distributed/planner_guard.o \
+	src/distributed/shards.o \
+	src/messages/idset.o \
+	src/messages/inbox.o \
+	src/messages/outbox.o \
+	src/messages/tokens.o \
+	src/registry/citus_records.o \
+	src/registry/http_headers.o \
+	src/registry/recovery.o \
+	src/registry/registry.o \
+	src/registry/registry_api.o \
+	src/registry/xactclaims.o \
+	src/machines/history.o \
+	src/machines/statemachine.o \
+	src/machines/transition.o \
+	src/machines/trigger.o \
+	src/machines/trigger_ddl.o \
+	src/machines/version_guard.o \
+	src/expiry/citus_cleanup.o \
+	src/expiry/cleanup.o \
+	src/expiry/sweep.o \
+	src/expiry/worker.o \
+	src/admin/hints.o \
+	src/admin/roles.o
 
 DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
 
@@ -82,7 +90,7 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/perl
 
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 
 .PHONY: pgtapcheck sanitizecheck indentcheck dist deb
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # bench/planner_hook.sh: what the library's planner hook (the null-argument
-# check, src/citus_nullarg.c) costs queries that are not the extension's.
+# check, src/distributed/planner_guard.c) costs queries that are not the extension's.
 # Every backend of a server with the library preloaded runs it for every
 # query it plans; it looks further only at a call of one function with a
 # NULL argument, which this benchmark sends and nothing else: a transaction

@@ -31,8 +31,13 @@ trap 'rm -rf "$work"' EXIT
 
 # our typedefs: a typedef'd struct, enum or union ("} Name;"), function
 # pointer ("(*Name)") or plain type ("typedef int Name;")
+# every C source and header under src/, in a stable order
+sources() {
+	find "$top/src" -name '*.[ch]' | LC_ALL=C sort
+}
+
 ours() {
-	cat "$top"/src/*.c "$top"/src/*.h |
+	cat $(sources) |
 		perl -0777 -ne '
 			s{/\*.*?\*/}{}gs;
 			while (/\btypedef\b((?:[^;{}]|\{(?:[^{}]|\{[^{}]*\})*\})*);/g)
@@ -60,17 +65,18 @@ grep -rhoE '^\} [A-Za-z_][A-Za-z0-9_]*;|^typedef [^;(]*[ *][A-Za-z_][A-Za-z0-9_]
 	sed -E 's/^\} //; s/;$//; s/.*[ *]//' > "$work/server.list"
 LC_ALL=C sort -u "$work/typedefs.list" "$work/server.list" > "$work/all.list"
 
-for f in "$top"/src/*.c "$top"/src/*.h; do
+for f in $(sources); do
+	rel=${f#"$top"/}
 	out="$work/$(basename "$f")"
 	pg_bsd_indent -bad -bap -bbb -bc -bl -cli1 -cp33 -cdb -nce -d0 -di12 -nfc1 \
 		-i4 -l79 -lp -lpl -nip -npro -sac -tpg -ts4 -U"$work/all.list" "$f" "$out"
 	perl -pi -e 's/^([A-Za-z_]\w*)\t+ *\*$/$1 */' "$out"
 	if cmp -s "$f" "$out"; then
-		$write || echo "test indent src/$(basename "$f") ... ok"
+		$write || echo "test indent $rel ... ok"
 	elif $write; then
 		cp "$out" "$f"
 	else
-		echo "test indent src/$(basename "$f") ... FAILED"
+		echo "test indent $rel ... FAILED"
 		diff -u "$f" "$out" | sed "s|$work/||" || true
 		status=1
 	fi

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks.h
+ *	  The extension's own advisory locks: key locks (lock(), try_lock())
+ *	  and the locks that serialise the senders of an outbox ordering key.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/key/locks.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_LOCKS_H
+#define IDEMPOTENCY_LOCKS_H
+
+#include "postgres.h"
+
+extern void LockOutboxOrderingKey(Datum owner, Datum ordering_key);
+
+#endif							/* IDEMPOTENCY_LOCKS_H */

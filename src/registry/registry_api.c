@@ -1,0 +1,1406 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry_api.c
+ *	  idempotent_begin, idempotent_finish and idempotent_abandon.
+ *
+ * A record goes through these states:
+ *
+ *	 (absent) --begin--> processing --finish--> completed | failed
+ *	                         |  ^
+ *	                         |  +--begin after the lease ran out (new attempt)
+ *	                         +----abandon--> abandoned (counts as absent)
+ *
+ * and a record whose expires_at has passed counts as absent, whether or not
+ * the cleanup has removed it yet.  Every claim gets a new attempt number, a
+ * fencing token that is never issued twice for the same key (RegistryFence
+ * says why): that is why an abandoned claim stays as a row until the cleanup
+ * removes it, instead of being deleted.
+ *
+ * Concurrency.  Exactly one caller may get "execute" for a live (owner,
+ * scope, key).  The unique index is what guarantees it (Citus rule 5):
+ * the claim is an INSERT ... ON CONFLICT DO NOTHING, which waits for a
+ * concurrent uncommitted claim and then either conflicts (the other
+ * committed: we read and replay its record) or succeeds (it rolled back).
+ * Overwriting an expired record and taking over a lapsed lease are UPDATEs
+ * that re-check their condition, so under READ COMMITTED the loser re-reads
+ * and loops, and under REPEATABLE READ or SERIALIZABLE it gets PostgreSQL's
+ * serialization failure (40001), as does a claim that conflicts with a
+ * record committed after the caller's snapshot was taken.
+ *
+ * A bounded wait (wait => false, max_wait, or a lock_timeout the caller has
+ * set) runs the claim in a subtransaction with lock_timeout set to the bound;
+ * a lock timeout there means another transaction holds the record, and the
+ * answer is "in_progress" while the caller's transaction stays usable.  That
+ * holds only for a wait on the record: a lock on the registry table itself
+ * (ALTER EXTENSION ... UPDATE, LOCK TABLE, CREATE INDEX) says nothing of the
+ * key, which may be finished and held by nobody.  So a bounded begin first
+ * takes the registry's lock, waiting for it as long as max_wait (or
+ * idempotency.max_wait) lets it even with wait => false, and fails with
+ * 55P03 past that (begin_lock_registry), never answering in_progress for it.
+ *
+ * Copyright (c) 2026, idempotency developers
+ *
+ * IDENTIFICATION
+ *	  src/registry/registry_api.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+
+#include "base/compat.h"
+#include "base/idempotency.h"
+#include "base/sha256.h"
+#include "base/stats.h"
+#include "distributed/delegate.h"
+#include "frame/owner.h"
+#include "frame/sqlcall.h"
+#include "key/args.h"
+#include "key/key.h"
+#include "messages/tokens.h"
+#include "objects/extension.h"
+#include "registry/http_headers.h"
+#include "registry/registry.h"
+#include "registry/xactclaims.h"
+
+/* How often a claim is retried when concurrent changes keep moving the record. */
+#define BEGIN_MAX_TRIES 10
+
+/* The lease a claim gets when the caller names none: the shorter of this and ttl. */
+#define DEFAULT_LEASE_USECS (5 * 60 * USECS_PER_SEC)
+
+/*
+ * An in_progress answer for a claim whose transaction has not committed (so
+ * its lease cannot be read) estimates the lease as ending this long from now
+ * at the most: such a claim is almost always a transactional one, which
+ * holds the key only while its transaction runs.
+ */
+#define UNCOMMITTED_LEASE_GUESS_USECS USECS_PER_SEC
+
+/*
+ * Which statement a begin runs first, learnt per backend: an exponential
+ * moving average, in 1/256ths, of how many recent begins found a record of
+ * their key, updated with weight 1/8.  Above one half, begin reads first.
+ */
+#define FOUND_SHARE_ONE			256
+#define FOUND_SHARE_READ_FIRST	(FOUND_SHARE_ONE / 2)
+#define FOUND_SHARE_WEIGHT		8
+
+static int	found_share = 0;
+
+/* The fingerprint's version byte: a new canonical form gets a new one. */
+#define FINGERPRINT_VERSION 2
+
+typedef struct BeginArgs
+{
+	Datum		key;
+	Datum		scope;
+	Jsonb	   *request;		/* NULL when there is none */
+	Datum		fingerprint;	/* bytea, or 0 when there is no request */
+	TimestampTz lease_until;	/* now + lease */
+	TimestampTz expires_at;		/* now + ttl */
+	int			lock_timeout_ms;	/* 0: wait as long as it takes */
+	bool		defer_claim;	/* write nothing now: finish writes the record */
+	bool		external;		/* for work outside the database: the claim
+								 * may commit before its finish */
+	bool		require_token;	/* the key must be a token issued to the
+								 * caller */
+} BeginArgs;
+
+/* What one pass of the claim loop came to (begin_attempt). */
+typedef enum BeginPass
+{
+	BEGIN_ANSWERED,
+	BEGIN_RETRY,
+	BEGIN_NEEDS_WRITE
+} BeginPass;
+
+typedef struct BeginResult
+{
+	const char *outcome;
+	bool		takeover;		/* execute, by taking over a lapsed lease */
+	RegistryRow rec;			/* the answer */
+	int32		previous_attempt;	/* execute over an earlier claim: its
+									 * attempt; 0 otherwise */
+	const char *previous_end;	/* and how it ended (begin_previous_end) */
+} BeginResult;
+
+/*
+ * api_canonical_scalar
+ *		Append one scalar of a request to its canonical form.
+ */
+static void
+api_canonical_scalar(StringInfo buf, JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			appendStringInfoChar(buf, 'z');
+			break;
+		case jbvBool:
+			appendStringInfoChar(buf, v->val.boolean ? 't' : 'f');
+			break;
+		case jbvString:
+			appendStringInfoChar(buf, 's');
+			escape_json(buf, pnstrdup(v->val.string.val, v->val.string.len));
+			break;
+		case jbvNumeric:
+			/* 10, 10.0 and 1e1 are equal jsonb numbers: one text for all */
+			appendStringInfoChar(buf, 'n');
+			appendStringInfoString(buf, numeric_normalize(v->val.numeric));
+			break;
+		default:
+			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
+	}
+}
+
+/*
+ * api_fingerprint
+ *		The request's fingerprint: a version byte, then the SHA-256 of its
+ *		canonical form.
+ *
+ * Two requests have the same fingerprint exactly when they are equal as
+ * jsonb: jsonb already sorts object keys and keeps the last of duplicate
+ * keys, and numbers are written in numeric_normalize's form (the one jsonb's
+ * own hashing uses), without insignificant zeros or exponent.  Every token is
+ * tagged, and strings are quoted, so no two different values give the same
+ * text.
+ */
+static Datum
+api_fingerprint(Jsonb *request)
+{
+	JsonbIterator *it = JsonbIteratorInit(&request->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	StringInfoData buf;
+	bytea	   *result = palloc(VARHDRSZ + 1 + IDEMPOTENCY_SHA256_LEN);
+
+	initStringInfo(&buf);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+				appendStringInfoChar(&buf, v.val.array.rawScalar ? '(' : '[');
+				break;
+			case WJB_END_ARRAY:
+				appendStringInfoChar(&buf, ']');
+				break;
+			case WJB_BEGIN_OBJECT:
+				appendStringInfoChar(&buf, '{');
+				break;
+			case WJB_END_OBJECT:
+				appendStringInfoChar(&buf, '}');
+				break;
+			case WJB_KEY:
+				appendStringInfoChar(&buf, 'k');
+				escape_json(&buf, pnstrdup(v.val.string.val, v.val.string.len));
+				break;
+			case WJB_VALUE:
+			case WJB_ELEM:
+				api_canonical_scalar(&buf, &v);
+				break;
+			default:
+				elog(ERROR, "unexpected jsonb iterator token %d", (int) tok);
+		}
+	}
+
+	SET_VARSIZE(result, VARHDRSZ + 1 + IDEMPOTENCY_SHA256_LEN);
+	((uint8 *) VARDATA(result))[0] = FINGERPRINT_VERSION;
+	IdempotencySha256(buf.data, buf.len, (uint8 *) VARDATA(result) + 1);
+	pfree(buf.data);
+	return PointerGetDatum(result);
+}
+
+/*
+ * api_bytea_equal
+ *		Content equality of two bytea datums, whatever their header forms:
+ *		whether a stored fingerprint is that of a request.
+ */
+static bool
+api_bytea_equal(Datum a, Datum b)
+{
+	bytea	   *x = DatumGetByteaPP(a);
+	bytea	   *y = DatumGetByteaPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+/*
+ * begin_execute
+ *		The answer for a claim that is now ours: the claim as written (or to
+ *		be written by its finish, if deferred), remembered as this
+ *		transaction's: one that must end before the transaction commits,
+ *		unless it is for work outside the database.
+ */
+static void
+begin_execute(BeginResult *result, const RegistryRow *claim, const BeginArgs *args,
+			  bool deferred)
+{
+	result->outcome = "execute";
+	result->rec = *claim;
+	XactClaimAdd(claim, deferred ? XACT_CLAIM_DEFERRED :
+				 args->external ? XACT_CLAIM_EXTERNAL : XACT_CLAIM_TRANSACTIONAL);
+}
+
+/*
+ * begin_previous_end
+ *		How the claim before an execute that overwrote a record ended, as
+ *		the record was when the claim's UPDATE overwrote it: "lease_expired"
+ *		for a claim that never ended (taken over once its lease ran out, or
+ *		its record expired while it was processing: the work may have partly
+ *		happened), "abandoned" for one given up with idempotent_abandon,
+ *		"expired" for a finished record whose expiry passed (the work was
+ *		done, and its answer is gone).
+ */
+static const char *
+begin_previous_end(const RegistryRow *rec)
+{
+	switch (rec->status)
+	{
+		case RS_PROCESSING:
+			return "lease_expired";
+		case RS_ABANDONED:
+			return "abandoned";
+		case RS_COMPLETED:
+		case RS_FAILED:
+			return "expired";
+	}
+	elog(ERROR, "unexpected idempotency record status %d", (int) rec->status);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * begin_over
+ *		An execute that overwrote the record rec, the previous claim: report
+ *		its attempt and how it ended.  The UPDATE that overwrote it
+ *		re-checked rec's attempt (and status), so these are the values of
+ *		the row it changed, not of a read that may have gone stale.
+ */
+static void
+begin_over(BeginResult *result, const RegistryRow *rec)
+{
+	result->previous_attempt = DatumGetInt32(rec->values[RC_attempt]);
+	result->previous_end = begin_previous_end(rec);
+}
+
+/*
+ * begin_found
+ *		Note whether a begin found a record of its key.
+ */
+static void
+begin_found(bool found)
+{
+	bool		read_first = found_share > FOUND_SHARE_READ_FIRST;
+
+	found_share += ((found ? FOUND_SHARE_ONE : 0) - found_share) / FOUND_SHARE_WEIGHT;
+	if (read_first != (found_share > FOUND_SHARE_READ_FIRST))
+		elog(DEBUG2, "idempotent_begin now %s",
+			 read_first ? "claims first: most recent begins found no record of their key" :
+			 "reads first: most recent begins found a record of their key");
+}
+
+/*
+ * begin_reads_first
+ *		Whether a begin reads the record before it tries to claim the key:
+ *		for a deferred claim, which writes nothing at begin; in a read-only
+ *		transaction (or on a hot standby), where the claim's INSERT would
+ *		fail with 25006 even for a key whose answer is there to replay; and
+ *		when most of this backend's recent begins found a record.
+ */
+static bool
+begin_reads_first(const BeginArgs *args)
+{
+	return args->defer_claim || XactReadOnly || found_share > FOUND_SHARE_READ_FIRST;
+}
+
+/*
+ * begin_check_request
+ *		Reusing a key for a different request is the caller's bug: say so.  A
+ *		call without a request against a record stored with one is such a
+ *		reuse too (a refund's key reused for a charge): replaying the record
+ *		to it would hand one request's answer to another.
+ */
+static void
+begin_check_request(BeginArgs *args, const RegistryRow *rec)
+{
+	if (!rec->nulls[RC_fingerprint] &&
+		(args->request == NULL ||
+		 !api_bytea_equal(rec->values[RC_fingerprint], args->fingerprint)))
+	{
+		IdempotencyCount(STAT_REQUEST_MISMATCH, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_REQUEST_MISMATCH),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" was already used for a different request",
+						IdempotencyKeyDisplay(args->key),
+						TextDatumGetCString(args->scope)),
+				 args->request == NULL ?
+				 errdetail("The key's record was stored with a request, and this call passes none.") : 0,
+				 args->request == NULL ?
+				 errhint("Pass the same request, or read the record with lookup().") :
+				 errhint("Use a new key for a new request.")));
+	}
+}
+
+/*
+ * begin_attempt
+ *		One pass of the claim loop.  Returns BEGIN_ANSWERED with *result
+ *		filled in when it reached an answer, BEGIN_RETRY when the record
+ *		changed under it and the caller should try again, and, if it may not
+ *		write (may_write false), BEGIN_NEEDS_WRITE when only a claim written
+ *		now would answer.
+ *
+ * The fencing token is read from the clock at every pass, just before the
+ * statement that may issue it (RegistryFence says why).
+ *
+ * Which statement comes first.  A new key is claimed by one INSERT ... ON
+ * CONFLICT, and reading first would cost it an extra index probe; a retry
+ * is answered by reading its record, and claiming first would cost it a
+ * speculative insertion that conflicts.  So begin claims first unless most
+ * of this backend's recent begins found a record (a consumer draining
+ * redeliveries, a burst of retries), and then reads first.  Either order
+ * gives the same answers: a claim that conflicts after a read that found
+ * nothing (a concurrent claim, not yet committed when read) just loops, and
+ * the next read sees the record.  A deferred claim always reads first: it
+ * writes nothing at begin.
+ */
+static BeginPass
+begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
+{
+	RegistryRow claim;
+	RegistryRow rec;
+	XactClaim  *mine;
+	bool		read_first = begin_reads_first(args);
+
+	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
+					 args->lease_until, args->expires_at);
+
+	/*
+	 * This very transaction holds a claim of the key (deferred or written,
+	 * whatever mode this begin is in): in_progress.
+	 */
+	mine = XactClaimFind(call->owner, args->scope, args->key);
+	if (mine != NULL)
+	{
+		begin_check_request(args, &mine->row);
+		result->outcome = "in_progress";
+		result->rec = mine->row;
+		return BEGIN_ANSWERED;
+	}
+
+	if (!read_first && !may_write)
+		return BEGIN_NEEDS_WRITE;
+	if (!read_first && RegistryInsertClaim(call, &claim))
+	{
+		/* the common case: nobody has this key, the claim is ours */
+		begin_found(false);
+		begin_execute(result, &claim, args, false);
+		return BEGIN_ANSWERED;
+	}
+
+	if (!RegistryLookup(call, args->scope, args->key, &rec))
+	{
+		if (!args->defer_claim)
+		{
+			/* nobody has this key: claim it, unless that was tried */
+			if (!may_write)
+				return BEGIN_NEEDS_WRITE;
+			if (!read_first || !RegistryInsertClaim(call, &claim))
+				return BEGIN_RETRY; /* deleted since, or claimed since the
+									 * read */
+			begin_found(false);
+			begin_execute(result, &claim, args, false);
+			return BEGIN_ANSWERED;
+		}
+
+		/* nobody has this key: the claim is ours, written by finish */
+		begin_found(false);
+		begin_execute(result, &claim, args, true);
+		return BEGIN_ANSWERED;
+	}
+
+	/* an expired or abandoned record counts as absent: claim it afresh */
+	if (!RegistryRowLive(&rec, call->now) && !may_write)
+		return BEGIN_NEEDS_WRITE;
+	if (!RegistryRowLive(&rec, call->now))
+	{
+		begin_found(true);
+		if (!RegistryReclaim(call, &claim, &rec))
+			return BEGIN_RETRY;
+		begin_execute(result, &claim, args, false);
+		begin_over(result, &rec);
+		return BEGIN_ANSWERED;
+	}
+
+	begin_check_request(args, &rec);
+
+	if (rec.status != RS_PROCESSING ||
+		DatumGetTimestampTz(rec.values[RC_lease_until]) > call->now || may_write)
+		begin_found(true);
+	if (rec.status != RS_PROCESSING)
+	{
+		RegistryRowKeep(call, &rec);
+		RegistryRowSet(&rec, RC_lease_until, (Datum) 0);
+		result->outcome = "replay";
+		result->rec = rec;
+		return BEGIN_ANSWERED;
+	}
+
+	if (DatumGetTimestampTz(rec.values[RC_lease_until]) > call->now)
+	{
+		RegistryRowKeep(call, &rec);
+		result->outcome = "in_progress";
+		result->rec = rec;
+		return BEGIN_ANSWERED;
+	}
+
+	/* the lease ran out: the work may have partly happened; take it over */
+	if (!may_write)
+		return BEGIN_NEEDS_WRITE;
+	if (!RegistryTakeover(call, &claim, &rec))
+		return BEGIN_RETRY;
+	begin_execute(result, &claim, args, false);
+	begin_over(result, &rec);
+	result->takeover = true;
+	return BEGIN_ANSWERED;
+}
+
+/*
+ * begin_loop
+ *		Run begin_attempt until it answers.  Under READ COMMITTED each pass
+ *		sees what the previous concurrent change committed, so a few passes
+ *		settle any race; running out of passes is reported as a
+ *		serialization failure the caller may retry.
+ */
+static void
+begin_loop(SqlCall *call, BeginArgs *args, BeginResult *result)
+{
+	/*
+	 * The token first, inside a bounded wait's subtransaction too: a token
+	 * row locked by a concurrent begin of the same key is a duplicate in
+	 * progress like any other.
+	 */
+	if (args->require_token)
+		TokenRequire(call, args->scope, args->key);
+
+	for (int tries = 0; tries < BEGIN_MAX_TRIES; tries++)
+	{
+		if (begin_attempt(call, args, result, true) == BEGIN_ANSWERED)
+			return;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not claim idempotency key \"%s\" because of concurrent changes",
+					IdempotencyKeyDisplay(args->key)),
+			 errhint("Retry the request.")));
+}
+
+/* begin_loop's arguments, passed through SqlTry */
+typedef struct BeginBounded
+{
+	SqlCall    *call;
+	BeginArgs  *args;
+	BeginResult *result;
+} BeginBounded;
+
+/*
+ * begin_loop_bounded
+ *		begin_loop with lock waits timing out after args->lock_timeout_ms.
+ *		The subtransaction it runs in undoes the setting if it fails.
+ */
+static void
+begin_loop_bounded(void *arg)
+{
+	BeginBounded *b = (BeginBounded *) arg;
+	int			nestlevel = NewGUCNestLevel();
+	char		ms[32];
+
+	snprintf(ms, sizeof(ms), "%d", b->args->lock_timeout_ms);
+	(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	begin_loop(b->call, b->args, b->result);
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * begin_read_only
+ *		A bounded wait runs the claim in a subtransaction, which costs a
+ *		start, a release and, once it writes, an XID of its own.  A begin
+ *		that only reads (a replay, an in_progress answer, a deferred claim of
+ *		a key nobody has) waits for nobody: when this backend reads first
+ *		anyway, try that without the subtransaction.  False when the answer
+ *		takes a write (or a token's row lock), which the bounded path does.
+ */
+static bool
+begin_read_only(SqlCall *call, BeginArgs *args, BeginResult *result)
+{
+	if (args->require_token || !begin_reads_first(args))
+		return false;
+	return begin_attempt(call, args, result, false) == BEGIN_ANSWERED;
+}
+
+/*
+ * begin_bounded
+ *		begin_loop in a subtransaction whose lock waits time out; a lock
+ *		timeout means another transaction holds the record, and the answer is
+ *		in_progress, with the retry time estimated (the holder's lease is not
+ *		visible while its transaction runs).
+ */
+static void
+begin_bounded(SqlCall *call, BeginArgs *args, BeginResult *result)
+{
+	BeginBounded b = {call, args, result};
+
+	if (!SqlTry(begin_loop_bounded, &b, ERRCODE_LOCK_NOT_AVAILABLE))
+	{
+		memset(result, 0, sizeof(BeginResult));
+		result->outcome = "in_progress";
+		RegistryRowClaim(&result->rec, call, args->scope, args->key, (Datum) 0,
+						 Min(args->lease_until, call->now + UNCOMMITTED_LEASE_GUESS_USECS),
+						 args->expires_at);
+		RegistryRowSet(&result->rec, RC_attempt, (Datum) 0);
+	}
+}
+
+/*
+ * ApiResult
+ *		A function's result row: its descriptor, built and blessed once per
+ *		backend, which columns are the registry's, and where its own column
+ *		is.  fn_extra would not keep it: PL/pgSQL evaluates a call such as
+ *		"b := idempotency.idempotent_begin(...)" with a new FmgrInfo in every
+ *		transaction, and building the descriptor showed in profiles of the
+ *		replay path.
+ */
+typedef struct ApiResult
+{
+	Oid			fn;
+	RegistryOutput *out;
+	int			own;			/* the function's own column: outcome, found */
+	int			previous_attempt;	/* begin's other own columns, or -1 */
+	int			previous_end;
+	int			retry_after;
+} ApiResult;
+
+/*
+ * api_column_find
+ *		The position of a function's own result column, -1 if it has none
+ *		of that name.
+ */
+static int
+api_column_find(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * api_column
+ *		The position of a function's own result column.
+ */
+static int
+api_column(TupleDesc desc, const char *name)
+{
+	int			i = api_column_find(desc, name);
+
+	if (i < 0)
+		elog(ERROR, "result has no column \"%s\"", name);
+	return i;
+}
+
+/*
+ * api_result
+ *		The result row of the function being called, from its cache.
+ */
+static ApiResult *
+api_result(FunctionCallInfo fcinfo, ApiResult *cache, const char *own)
+{
+	TupleDesc	tupdesc;
+	MemoryContext oldcontext;
+
+	if (cache->out != NULL && cache->fn == fcinfo->flinfo->fn_oid)
+		return cache;
+
+	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	MemoryContextSwitchTo(oldcontext);
+
+	if (cache->out != NULL)
+	{
+		FreeTupleDesc(cache->out->desc);
+		pfree(cache->out);
+	}
+	oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+	cache->out = RegistryOutputMap(tupdesc);
+	MemoryContextSwitchTo(oldcontext);
+	cache->fn = fcinfo->flinfo->fn_oid;
+	cache->own = api_column(tupdesc, own);
+	cache->previous_attempt = api_column_find(tupdesc, "previous_attempt");
+	cache->previous_end = api_column_find(tupdesc, "previous_end");
+	cache->retry_after = api_column_find(tupdesc, "retry_after");
+	return cache;
+}
+
+/*
+ * api_interval_usecs
+ *		An interval's length in microseconds, months and days counted as 30
+ *		and 1 days; for bounding a wait, not for timestamps.
+ */
+static int64
+api_interval_usecs(Interval *span)
+{
+	return span->time + (int64) span->day * USECS_PER_DAY +
+		(int64) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/*
+ * begin_lock_timeout
+ *		How long the claim may wait for another transaction's hold on the
+ *		record, in ms; 0 for as long as it takes.  wait => false waits 1 ms;
+ *		max_wait bounds the wait, and without it idempotency.max_wait does
+ *		(-1: no bound, 0: no wait); a lock_timeout the caller has set bounds
+ *		it too, but ends in in_progress instead of aborting the transaction.
+ *
+ * A bounded wait runs the claim in a subtransaction, which takes an XID of
+ * its own when it writes, and a backend past PGPROC_MAX_CACHED_SUBXIDS of
+ * them makes every other backend's snapshots slower until its transaction
+ * ends.  So the setting's bound is not applied once the transaction holds
+ * half that many (a batch claiming many keys in one transaction): such a
+ * begin waits as an unbounded one does, bounded only by lock_timeout.  A
+ * max_wait the caller passes is always applied.
+ */
+static int
+begin_lock_timeout(FunctionCallInfo fcinfo, bool wait, int max_wait_arg)
+{
+	int64		ms;
+
+	if (!wait)
+		return 1;
+	if (PG_ARGISNULL(max_wait_arg))
+	{
+		if (idempotency_max_wait < 0 ||
+			MyProc->subxidStatus.overflowed ||
+			MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS / 2)
+			return LockTimeout;
+		ms = idempotency_max_wait;
+	}
+	else
+	{
+		ms = api_interval_usecs(PG_GETARG_INTERVAL_P(max_wait_arg)) / 1000;
+		if (ms < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_wait must not be negative")));
+	}
+	if (ms == 0)
+		return 1;
+	if (LockTimeout > 0 && LockTimeout < ms)
+		return LockTimeout;
+	return (int) Min(ms, (int64) INT_MAX);
+}
+
+/*
+ * begin_lock_registry
+ *		Take the lock on the registry that the claim's statements take (mode:
+ *		AccessShareLock for a begin that only reads, RowExclusiveLock for one
+ *		that may write), waiting for another transaction's lock on the table
+ *		at most timeout_ms (begin_lock_timeout's bound for wait => true; 0:
+ *		as long as lock_timeout lets it).  Past the bound: 55P03, a retryable
+ *		error that says the table is locked, not in_progress, which would
+ *		say that a request holds the key.  The lock is kept, as the
+ *		statements' own would be, until the transaction ends.
+ */
+static void
+begin_lock_registry(LOCKMODE mode, int timeout_ms, Datum key)
+{
+	Oid			relid = IdempotencyCatalogGet()->relids[IR_REGISTRY];
+	MemoryContext oldcontext = CurrentMemoryContext;
+	int			nestlevel;
+	char		ms[32];
+
+	if (ConditionalLockRelationOid(relid, mode))
+		return;
+	if (timeout_ms == 0)
+	{
+		LockRelationOid(relid, mode);
+		return;
+	}
+
+	nestlevel = NewGUCNestLevel();
+	snprintf(ms, sizeof(ms), "%d", timeout_ms);
+	(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	PG_TRY();
+	{
+		LockRelationOid(relid, mode);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not claim idempotency key \"%s\": table \"idempotency.registry\" is locked",
+						IdempotencyKeyDisplay(key)),
+				 errdetail("Another transaction holds a lock on the registry table (ALTER EXTENSION idempotency UPDATE among others); the call waited %d ms for it.",
+						   timeout_ms),
+				 errhint("Retry the request.")));
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * begin_retry_after
+ *		An in_progress answer's retry_after: the whole seconds, rounded up,
+ *		from now (read from the clock, not the statement's start) until the
+ *		holder's lease ends, and at least 1.  For a claim whose transaction
+ *		has not committed, the lease is begin_bounded's estimate.  An HTTP
+ *		service sends it as Retry-After with its 409.
+ */
+static int32
+begin_retry_after(const RegistryRow *rec)
+{
+	int64		usecs;
+
+	if (rec->nulls[RC_lease_until])
+		return 1;
+	usecs = DatumGetTimestampTz(rec->values[RC_lease_until]) - GetCurrentTimestamp();
+	if (usecs <= USECS_PER_SEC)
+		return 1;
+	return (int32) Min((usecs + USECS_PER_SEC - 1) / USECS_PER_SEC, (int64) PG_INT32_MAX);
+}
+
+/*
+ * api_begin
+ *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
+ *		max_wait, defer_claim[, external]): the 1.0 declaration has no
+ *		external, and its claims are all external, as 1.0's were (they
+ *		commit on their own); so are the 1.1 declaration's under
+ *		idempotency.commit_rule = lease_is_external, but for deferred ones.
+ */
+static Datum
+api_begin(FunctionCallInfo fcinfo, bool has_external)
+{
+	static ApiResult result_cache;
+	ApiResult  *res;
+	BeginArgs	args = {0};
+	BeginResult result = {0};
+	SqlCall		call;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum		delegated;
+
+	args.key = IdempotencyKeyArg(fcinfo, 0);
+	args.scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_BEGIN, &delegated))
+		return delegated;
+	if (!PG_ARGISNULL(2))
+	{
+		args.request = PG_GETARG_JSONB_P(2);
+		args.fingerprint = api_fingerprint(args.request);
+	}
+	IdempotencyRequireArg(fcinfo, 3, "ttl");
+	IdempotencyRequireArg(fcinfo, 5, "wait");
+	IdempotencyRequireArg(fcinfo, 6, "require_token");
+	args.require_token = PG_GETARG_BOOL(6);
+	args.lock_timeout_ms = begin_lock_timeout(fcinfo, PG_GETARG_BOOL(5), 7);
+	IdempotencyRequireArg(fcinfo, 8, "defer_claim");
+	args.defer_claim = PG_GETARG_BOOL(8);
+	args.external = true;
+	if (has_external)
+	{
+		IdempotencyRequireArg(fcinfo, 9, "external");
+		args.external = PG_GETARG_BOOL(9);
+		if (args.defer_claim && args.external)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("defer_claim and external cannot both be true"),
+					 errdetail("A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.")));
+
+		/*
+		 * 1.0's rule, kept by the setting while clients written for 1.0 run
+		 * on the 1.1 objects: a written claim may commit unfinished, its
+		 * lease bounding it.  A deferred claim has nothing written to commit.
+		 */
+		if (idempotency_commit_rule == COMMIT_RULE_LEASE_IS_EXTERNAL && !args.defer_claim)
+			args.external = true;
+	}
+
+	res = api_result(fcinfo, &result_cache, "outcome");
+
+	SqlCallBegin(&call);
+
+	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(3), "ttl");
+	if (PG_ARGISNULL(4))
+		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
+	else
+	{
+		/* a lease longer than ttl ends with the record: clamp it to ttl */
+		args.lease_until = Min(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease"),
+							   args.expires_at);
+	}
+
+	if (args.lock_timeout_ms == 0)
+		begin_loop(&call, &args, &result);
+	else
+	{
+		/* the registry's own lock is waited for within max_wait, not 1 ms */
+		int			table_timeout_ms = begin_lock_timeout(fcinfo, true, 7);
+
+		begin_lock_registry(AccessShareLock, table_timeout_ms, args.key);
+		if (!begin_read_only(&call, &args, &result))
+		{
+			begin_lock_registry(RowExclusiveLock, table_timeout_ms, args.key);
+			begin_bounded(&call, &args, &result);
+		}
+	}
+
+	SqlCallEnd(&call);
+
+	if (strcmp(result.outcome, "execute") == 0)
+	{
+		IdempotencyCount(STAT_BEGIN_EXECUTE, 1);
+		if (result.takeover)
+			IdempotencyCount(STAT_TAKEOVER, 1);
+	}
+	else if (strcmp(result.outcome, "replay") == 0)
+		IdempotencyCount(STAT_BEGIN_REPLAY, 1);
+	else
+		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
+
+	values = palloc0(res->out->desc->natts * sizeof(Datum));
+	nulls = palloc(res->out->desc->natts * sizeof(bool));
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	RegistryOutputFill(res->out, &result.rec, values, nulls);
+	values[res->own] = CStringGetTextDatum(result.outcome);
+	nulls[res->own] = false;
+	if (result.previous_end != NULL && res->previous_attempt >= 0 && res->previous_end >= 0)
+	{
+		values[res->previous_attempt] = Int32GetDatum(result.previous_attempt);
+		nulls[res->previous_attempt] = false;
+		values[res->previous_end] = CStringGetTextDatum(result.previous_end);
+		nulls[res->previous_end] = false;
+	}
+	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
+	{
+		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));
+		nulls[res->retry_after] = false;
+	}
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
+
+/*
+ * idempotency_idempotent_begin
+ *		idempotent_begin as the 1.0 SQL objects declare it: without external.
+ */
+Datum
+idempotency_idempotent_begin(PG_FUNCTION_ARGS)
+{
+	IdempotencyCheckNargs(fcinfo, 9);
+	return api_begin(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_begin_1_1);
+
+/*
+ * idempotency_idempotent_begin_1_1
+ *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
+ *		max_wait, defer_claim, external)
+ */
+Datum
+idempotency_idempotent_begin_1_1(PG_FUNCTION_ARGS)
+{
+	IdempotencyCheckNargs(fcinfo, 10);
+	return api_begin(fcinfo, true);
+}
+
+/*
+ * api_same_answer
+ *		Whether a finished record holds exactly this answer: the same status,
+ *		response and headers (equal as jsonb), status code and body.
+ */
+static bool
+api_same_answer(const RegistryRow *rec, const RegistryAnswer *answer)
+{
+	Datum		response = RegistryRowGet(rec, RC_response);
+	Datum		body = RegistryRowGet(rec, RC_body);
+	Datum		headers = RegistryRowGet(rec, RC_headers);
+
+	if (rec->status != (answer->failed ? RS_FAILED : RS_COMPLETED) ||
+		DatumGetInt32(RegistryRowGet(rec, RC_status_code)) != answer->status_code ||
+		(response == (Datum) 0) != (answer->response == (Datum) 0) ||
+		(body == (Datum) 0) != (answer->body == (Datum) 0) ||
+		(headers == (Datum) 0) != (answer->headers == (Datum) 0))
+		return false;
+	if (response != (Datum) 0 &&
+		!DatumGetBool(DirectFunctionCall2(jsonb_eq, response, answer->response)))
+		return false;
+	if (headers != (Datum) 0 &&
+		!DatumGetBool(DirectFunctionCall2(jsonb_eq, headers, answer->headers)))
+		return false;
+	return body == (Datum) 0 || api_bytea_equal(body, answer->body);
+}
+
+/*
+ * api_attempt_never_issued
+ *		Refuse an attempt number that no claim of this record was given:
+ *		larger than the latest, or not positive (attempts start from the
+ *		clock's seconds, and a driver may read a NULL attempt as 0).  latest
+ *		is the record's attempt, or the deferred claim's.
+ */
+static void
+api_attempt_never_issued(RegistryAttempt attempt, const char *keystr,
+						 const char *scopestr, int32 latest, bool deferred)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" was never issued",
+					attempt.value, keystr, scopestr),
+			 attempt.value <= 0 ?
+			 (deferred ?
+			  errdetail("Attempt numbers are positive; this transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("Attempt numbers are positive; the latest attempt is %d.", latest)) :
+			 (deferred ?
+			  errdetail("This transaction's deferred claim of the key is attempt %d.", latest) :
+			  errdetail("The latest attempt is %d.", latest)),
+			 attempt.value == 0 ?
+			 errhint("Pass the attempt that idempotent_begin returned (NULL only inside the transaction that made the claim); a driver may read a NULL attempt as 0.") :
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
+ * api_attempt_before_record
+ *		Refuse an attempt number smaller than any this record was given.  The
+ *		record keeps only its latest attempt, but its first claim's clock
+ *		reading too (created_at, which a take-over keeps and a new claim of
+ *		an expired or abandoned record resets), and every attempt it was
+ *		given is at least the fence of that moment (RegistryFenceAt).  An
+ *		attempt below it was not taken over from this record: it was given
+ *		to an earlier record of the key, since expired or abandoned, or to
+ *		no claim at all, and which of the two is not known.  Returns if the
+ *		attempt may be one of the record's.
+ */
+static void
+api_attempt_before_record(RegistryAttempt attempt, const char *keystr,
+						  const char *scopestr, int32 current, TimestampTz created_at)
+{
+	int32		first = RegistryFenceAt(created_at);
+
+	if (attempt.value >= first)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+			 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is older than the key's record",
+					attempt.value, keystr, scopestr),
+			 errdetail("Attempt numbers start from the clock's seconds at their claim: the record's first claim was given attempt %d or a larger one, and attempt %d holds the key now. Attempt %d was never issued to this record: it belonged to an earlier record of the key, since expired or abandoned, or to no claim at all.",
+					   first, current, attempt.value),
+			 errhint("Pass the attempt that idempotent_begin returned.")));
+}
+
+/*
+ * api_explain_miss
+ *		finish or abandon changed no row: read the record and report why,
+ *		with the SQLSTATE that tells the caller what to do about it.  A
+ *		finish that was already done, with the same attempt and the same
+ *		answer (a retry whose first acknowledgement was lost), is no error:
+ *		it returns.
+ */
+static void
+api_explain_miss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
+				 const RegistryAnswer *answer, const char *doing)
+{
+	RegistryRow rec;
+	int32		current;
+	char	   *keystr = IdempotencyKeyDisplay(key);
+	char	   *scopestr = TextDatumGetCString(scope);
+
+	if (!RegistryLookup(call, scope, key, &rec))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
+						keystr, scopestr),
+				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
+	current = DatumGetInt32(rec.values[RC_attempt]);
+
+	/* a fenced-off attempt hears about that first, whatever happened since */
+	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
+		api_attempt_never_issued(attempt, keystr, scopestr, current, false);
+	if (attempt.given && attempt.value < current)
+		api_attempt_before_record(attempt, keystr, scopestr, current,
+								  DatumGetTimestampTz(rec.values[RC_created_at]));
+	if (attempt.given && attempt.value != current)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is no longer current",
+						attempt.value, keystr, scopestr),
+				 errdetail("A later claim, attempt %d, holds the key now: the lease of attempt %d ran out and it was taken over, or its record expired or was abandoned and the key was claimed again.",
+						   current, attempt.value)));
+
+	if (!RegistryRowLive(&rec, call->now))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_NO_CLAIM),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" has no claim",
+						keystr, scopestr),
+				 errdetail("Its claim %s.",
+						   rec.status == RS_ABANDONED ?
+						   "was abandoned" : "expired"),
+				 errhint("Call idempotent_begin first; a claim that expired or was abandoned no longer exists.")));
+
+	if (rec.status != RS_PROCESSING)
+	{
+		/* the same finish again, its acknowledgement lost: done already */
+		if (answer != NULL && attempt.given && api_same_answer(&rec, answer))
+			return;
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_ALREADY_FINISHED),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" is already finished",
+						keystr, scopestr),
+				 errdetail("Its status is \"%s\".", RegistryStatusName(rec.status)),
+				 answer != NULL && attempt.given ?
+				 errhint("A finish repeated with the same attempt and the same answer returns the stored status; this one differs.") : 0));
+	}
+
+	/* a claim committed in an earlier transaction is ended by its attempt */
+	if (!attempt.given)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_ATTEMPT_REQUIRED),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" was claimed in an earlier transaction",
+						keystr, scopestr),
+				 errdetail("Outside the transaction that took a claim, %s it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner's answer.",
+						   doing),
+				 errhint("Pass attempt => the attempt that idempotent_begin returned.")));
+
+	/* the row changed between the two statements; report it as retryable */
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("idempotency key \"%s\" in scope \"%s\" changed concurrently",
+					keystr, scopestr)));
+}
+
+/*
+ * api_own_attempt
+ *		finish or abandon (or a recovery point or a renewal) of this
+ *		transaction's claim named an attempt: it must be the claim's.
+ */
+static void
+api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
+{
+	int32		current = DatumGetInt32(claim->row.values[RC_attempt]);
+
+	if (attempt.given && (attempt.value <= 0 || attempt.value > current))
+		api_attempt_never_issued(attempt, TextDatumGetCString(claim->row.values[RC_key]),
+								 TextDatumGetCString(claim->row.values[RC_scope]), current,
+								 claim->kind == XACT_CLAIM_DEFERRED);
+	if (attempt.given && attempt.value != current)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEMPOTENCY_STALE_ATTEMPT),
+				 errmsg("attempt %d of idempotency key \"%s\" in scope \"%s\" is not current",
+						attempt.value,
+						TextDatumGetCString(claim->row.values[RC_key]),
+						TextDatumGetCString(claim->row.values[RC_scope])),
+				 errdetail("This transaction's claim of the key is attempt %d.",
+						   current)));
+}
+
+/*
+ * api_end_claim
+ *		What finish (with an answer) and abandon (answer NULL) share: end the
+ *		caller's live claim of the key, or explain why there is none.  ttl,
+ *		if not 0, is a new lifetime for the finished record, counted from now.
+ *
+ * A claim this transaction took is ended fenced by its own attempt, named
+ * or not.  Any other is ended only by the attempt the caller names
+ * (api_explain_miss says so).  A deferred claim's finish writes the whole
+ * record now; a duplicate request that raced past its begin and committed
+ * first makes it a serialization failure (RegistryInsertFinished).  A
+ * deferred claim's abandon only forgets it: nothing was written.
+ */
+static void
+api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
+			  RegistryAnswer *answer, Datum ttl)
+{
+	SqlCall		call;
+	XactClaim  *mine;
+	bool		ended = false;
+
+	SqlCallBegin(&call);
+	if (ttl != (Datum) 0)
+		answer->expires_at = IdempotencyAddPositive(call.now, ttl, "ttl");
+
+	mine = XactClaimFind(call.owner, scope, key);
+	if (mine != NULL)
+	{
+		api_own_attempt(mine, attempt);
+		attempt.given = true;
+		attempt.value = DatumGetInt32(mine->row.values[RC_attempt]);
+	}
+	if (mine != NULL && mine->kind == XACT_CLAIM_DEFERRED)
+	{
+		if (answer != NULL)
+			RegistryInsertFinished(&call, &mine->row, answer);
+		ended = true;
+	}
+	else if (attempt.given)
+		ended = answer != NULL ?
+			RegistryFinish(&call, scope, key, answer, attempt) :
+			RegistryAbandon(&call, scope, key, attempt);
+	if (!ended)
+		api_explain_miss(&call, scope, key, attempt, answer, "finishing or abandoning");
+	if (mine != NULL)
+		XactClaimEnd(mine);
+
+	SqlCallEnd(&call);
+	IdempotencyCount(answer != NULL ? STAT_FINISH : STAT_ABANDON, 1);
+}
+
+/*
+ * api_attempt_arg
+ *		The optional attempt argument.
+ */
+static RegistryAttempt
+api_attempt_arg(FunctionCallInfo fcinfo, int argno)
+{
+	RegistryAttempt attempt = {!PG_ARGISNULL(argno), 0};
+
+	if (attempt.given)
+		attempt.value = PG_GETARG_INT32(argno);
+	return attempt;
+}
+
+/*
+ * api_headers_arg
+ *		The optional headers argument: the response headers a replay gives
+ *		back, stored as given in one of the forms http_headers.c accepts (an
+ *		object of strings or arrays of strings, or an array of [name, value]
+ *		pairs, which keeps their order).  Anything else is refused here, not
+ *		when a replay cannot send it.
+ */
+static Jsonb *
+api_headers_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Jsonb	   *headers;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	headers = PG_GETARG_JSONB_P(argno);
+	IdempotencyHttpHeadersCheck(headers);
+	return headers;
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_finish);
+
+/*
+ * idempotency_idempotent_finish
+ *		idempotent_finish(key, response, scope, attempt, failed, status_code,
+ *		body, ttl, headers)
+ *
+ * A NULL response is allowed: it stores "no JSON response" (an answer made
+ * only of a status code and a body, or none at all, such as a 204), and the
+ * replay returns the same NULL.
+ *
+ * Returns the status it stored.  A function with a result can be called in
+ * a PL/pgSQL assignment ("status := idempotent_finish(...)"), which
+ * PL/pgSQL evaluates as a simple expression, without the executor start-up
+ * and shutdown that PERFORM costs on every call.
+ */
+Datum
+idempotency_idempotent_finish(PG_FUNCTION_ARGS)
+{
+	RegistryAnswer answer = {0};
+	Datum		key;
+	Datum		scope;
+	Size		size = 0;
+	Jsonb	   *headers;
+	Datum		delegated;
+
+	IdempotencyCheckNargs(fcinfo, 9);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 2);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_FINISH, &delegated))
+		return delegated;
+	IdempotencyRequireArg(fcinfo, 4, "failed");
+	answer.failed = PG_GETARG_BOOL(4);
+
+	if (!PG_ARGISNULL(1))
+	{
+		Jsonb	   *response = PG_GETARG_JSONB_P(1);
+
+		answer.response = JsonbPGetDatum(response);
+		size += VARSIZE(response);
+	}
+
+	if (!PG_ARGISNULL(5))
+	{
+		int32		code = PG_GETARG_INT32(5);
+
+		if (code < 100 || code > 599)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("status_code must be between 100 and 599"),
+					 errdetail("It is %d.", code)));
+		answer.status_code = code;
+	}
+
+	if (!PG_ARGISNULL(6))
+	{
+		bytea	   *body = PG_GETARG_BYTEA_PP(6);
+
+		answer.body = PointerGetDatum(body);
+		size += VARSIZE_ANY_EXHDR(body);
+	}
+
+	headers = api_headers_arg(fcinfo, 8);
+	if (headers != NULL)
+	{
+		answer.headers = JsonbPGetDatum(headers);
+		size += VARSIZE(headers);
+	}
+
+	if (size > (Size) idempotency_max_response_size * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("response for idempotency key \"%s\" is too large to store",
+						IdempotencyKeyDisplay(key)),
+				 errdetail("The response, body and headers take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
+						   size, idempotency_max_response_size)));
+
+	api_end_claim(key, scope, api_attempt_arg(fcinfo, 3), &answer,
+				  PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7));
+	PG_RETURN_TEXT_P(cstring_to_text(answer.failed ? "failed" : "completed"));
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_abandon);
+
+/*
+ * idempotency_idempotent_abandon
+ *		idempotent_abandon(key, scope, attempt): give up a live claim so that
+ *		the next begin executes again.
+ */
+Datum
+idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
+{
+	Datum		key;
+	Datum		scope;
+	Datum		delegated;
+
+	IdempotencyCheckNargs(fcinfo, 3);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_ABANDON, &delegated))
+		PG_RETURN_VOID();
+	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(idempotency_lookup);
+
+/*
+ * idempotency_lookup
+ *		lookup(key, scope, request): the caller's live record, read without
+ *		claiming anything.  A claim whose transaction has not committed is
+ *		not visible, so it is not found.
+ */
+Datum
+idempotency_lookup(PG_FUNCTION_ARGS)
+{
+	static ApiResult result_cache;
+	ApiResult  *res;
+	SqlCall		call;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum		key;
+	Datum		scope;
+	Jsonb	   *request = NULL;
+	RegistryRow rec;
+	bool		found = false;
+	int			matches_col;
+	Datum		delegated;
+
+	IdempotencyCheckNargs(fcinfo, 3);
+	key = IdempotencyKeyArg(fcinfo, 0);
+	scope = IdempotencyScopeArg(fcinfo, 1);
+	if (IdempotencyCitusDelegate(fcinfo, CITUS_DELEGATE_LOOKUP, &delegated))
+		return delegated;
+	if (!PG_ARGISNULL(2))
+		request = PG_GETARG_JSONB_P(2);
+	res = api_result(fcinfo, &result_cache, "found");
+	values = palloc0(res->out->desc->natts * sizeof(Datum));
+	nulls = palloc(res->out->desc->natts * sizeof(bool));
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	matches_col = api_column(res->out->desc, "request_matches");
+
+	SqlCallBegin(&call);
+	if (RegistryLookup(&call, scope, key, &rec) && RegistryRowLive(&rec, call.now))
+	{
+		found = true;
+		if (request != NULL && !rec.nulls[RC_fingerprint])
+		{
+			values[matches_col] =
+				BoolGetDatum(api_bytea_equal(rec.values[RC_fingerprint],
+											 api_fingerprint(request)));
+			nulls[matches_col] = false;
+		}
+		RegistryRowKeep(&call, &rec);
+		RegistryOutputFill(res->out, &rec, values, nulls);
+	}
+	SqlCallEnd(&call);
+
+	values[res->own] = BoolGetDatum(found);
+	nulls[res->own] = false;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+}
+
+/*
+ * RegistryExplainMiss
+ *		A fenced statement on a claim other than a finish or an abandon
+ *		(a recovery point, a renewal) changed no row: the error that says
+ *		why, as a finish's.  doing names it in the IK006 detail ("renewing
+ *		the lease of").
+ */
+void
+RegistryExplainMiss(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
+					const char *doing)
+{
+	api_explain_miss(call, scope, key, attempt, NULL, doing);
+}
+
+/*
+ * RegistryOwnAttempt
+ *		This transaction's claim of a key: the attempt a call named must be
+ *		its (api_own_attempt).
+ */
+void
+RegistryOwnAttempt(XactClaim *claim, RegistryAttempt attempt)
+{
+	api_own_attempt(claim, attempt);
+}
