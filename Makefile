@@ -109,6 +109,7 @@ sanitizecheck:
 indentcheck:
 	bash test/indent.sh
 	bash test/frame_check.sh
+	bash test/layers_check.sh
 
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \

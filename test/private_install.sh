@@ -36,6 +36,12 @@ link_missing() {
 		esac
 	done
 }
+# the JIT's bitcode is a directory of its own, where the extension's goes
+if [ -d "$pkglibdir/bitcode" ]; then
+	[ -L "$dir$pkglibdir/bitcode" ] && rm "$dir$pkglibdir/bitcode"
+	mkdir -p "$dir$pkglibdir/bitcode"
+	link_missing "$pkglibdir/bitcode" "$dir$pkglibdir/bitcode"
+fi
 link_missing "$pkglibdir" "$dir$pkglibdir"
 link_missing "$sharedir/extension" "$dir$sharedir/extension"
 for f in "$sharedir"/*; do

@@ -335,9 +335,11 @@ citus_delegate_refresh(void)
 
 /*
  * citus_delegate_called
- *		Whether the function called is a delegate (citus_idempotent_begin
+ *		Whether the function called is a delegate: citus_idempotent_begin
  *		and the others run the same C entry points as the functions they
- *		stand for), remembered for the last function asked about.
+ *		stand for, and are told apart by the catalog, not by name: a
+ *		delegate takes the key as an idempotency.key, the function it stands
+ *		for as text.  Remembered for the last function asked about.
  */
 static bool
 citus_delegate_called(FunctionCallInfo fcinfo)
@@ -348,9 +350,12 @@ citus_delegate_called(FunctionCallInfo fcinfo)
 
 	if (fn != last_fn)
 	{
-		char	   *name = OidIsValid(fn) ? get_func_name(fn) : NULL;
+		Oid		   *argtypes;
+		int			nargs;
 
-		last_answer = name != NULL && strncmp(name, "citus_", 6) == 0;
+		last_answer = false;
+		if (OidIsValid(fn) && OidIsValid(get_func_signature(fn, &argtypes, &nargs)))
+			last_answer = nargs > 0 && argtypes[0] == IdempotencyCatalogGet()->keytype;
 		last_fn = fn;
 	}
 	return last_answer;
