@@ -33,7 +33,11 @@ OBJS = \
 	src/registry/http_headers.o \
 	src/registry/recovery.o \
 	src/registry/registry.o \
-	src/registry/registry_api.o \
+	src/registry/begin.o \
+	src/registry/finish.o \
+	src/registry/fingerprint.o \
+	src/registry/lookup.o \
+	src/registry/result.o \
 	src/registry/xactclaims.o \
 	src/machines/history.o \
 	src/machines/statemachine.o \

@@ -38,10 +38,10 @@ bool		idempotency_permission_hints = false;
 
 int			idempotency_outbox_delivery = OUTBOX_DELIVERY_RELAY;
 
-/* idempotent_begin's wait when the call names none, in ms (registry_api.c) */
+/* idempotent_begin's wait when the call names none, in ms (registry/begin.c) */
 int			idempotency_max_wait = 5000;
 
-/* which claims may commit unfinished (registry_api.c, xactclaims.c) */
+/* which claims may commit unfinished (registry/begin.c, registry/xactclaims.c) */
 int			idempotency_commit_rule = COMMIT_RULE_EXTERNAL_REQUIRED;
 
 static const struct config_enum_entry commit_rule_options[] = {

@@ -152,7 +152,7 @@ extern uint64 RegistryClaimStalled(SqlCall *call, Datum scope, int32 limit,
 								   TimestampTz lease_until, Datum passed_over);
 extern void RegistryStalledRow(uint64 i, RegistryRow *claim, int32 *previous_attempt);
 
-/* registry_api.c: why a fenced statement on a claim changed no row */
+/* finish.c: why a fenced statement on a claim changed no row */
 extern void RegistryExplainMiss(SqlCall *call, Datum scope, Datum key,
 								RegistryAttempt attempt, const char *doing);
 

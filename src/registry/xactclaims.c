@@ -22,7 +22,7 @@
  * still says processing, and once the lease ran out a retry would do it
  * again.  A deferred claim (defer_claim => true) is the same, more so: it
  * writes nothing at begin, the record is written once, complete, by
- * idempotent_finish in the same transaction (registry_api.c), and until
+ * idempotent_finish in the same transaction (finish.c), and until
  * then the claim lives only here.  So a transaction must not commit (or
  * prepare) while such a claim is open: the pre-commit callback refuses it
  * with an error, which aborts the transaction and everything it wrote.

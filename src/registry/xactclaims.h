@@ -47,7 +47,7 @@ extern XactClaim *XactClaimAdd(const RegistryRow *claim, XactClaimKind kind);
 extern void XactClaimEnd(XactClaim *claim);
 extern Datum XactClaimsInDatabase(Datum owner);
 
-/* registry_api.c: the attempt a call on this transaction's claim names */
+/* finish.c: the attempt a call on this transaction's claim names */
 extern void RegistryOwnAttempt(XactClaim *claim, RegistryAttempt attempt);
 
 #endif							/* IDEMPOTENCY_XACTCLAIMS_H */
