@@ -3,6 +3,9 @@
  * table, so that a call a worker runs (a delegate) finds the application
  * roles there.  The rest is as in 1.1.  Until it runs again after the
  * update, each node has the rows the update filled in from its own grants.
+ * The functions it distributes are named, and found in the catalog (each
+ * name is unique in the schema); the views it installs are those of
+ * sql/views/NAME/*-citus.sql.
  */
 CREATE OR REPLACE FUNCTION idempotency.citus_setup(distribute_by pg_catalog.text DEFAULT 'key')
 RETURNS void
