@@ -5,7 +5,7 @@
  * update, each node has the rows the update filled in from its own grants.
  * The functions it distributes are named, and found in the catalog (each
  * name is unique in the schema); the views it installs are those of
- * sql/views/NAME/*-citus.sql.
+ * sql/views/NAME/VERSION-citus.sql.
  */
 CREATE OR REPLACE FUNCTION idempotency.citus_setup(distribute_by pg_catalog.text DEFAULT 'key')
 RETURNS void
