@@ -52,7 +52,12 @@ OBJS = \
 	src/admin/hints.o \
 	src/admin/roles.o
 
-DATA = $(wildcard src/sql/$(EXTENSION)--*.sql)
+# The install and update scripts, written by sql/include.pl from their
+# sources sql/$(EXTENSION)--*.sql.in and the object files they include
+# (sql/functions/NAME/VERSION.sql, sql/views/NAME/VERSION.sql).
+SQL_SOURCES = $(wildcard sql/$(EXTENSION)--*.sql.in)
+SQL_OBJECTS = $(wildcard sql/functions/*/*.sql sql/views/*/*.sql)
+DATA_built = $(patsubst sql/%.sql.in,sql/built/%.sql,$(SQL_SOURCES))
 
 # Plain regression tests: sql/ and expected/ at the top level.  They run on a
 # throwaway instance with the library preloaded (test/idempotency.conf).
@@ -81,7 +86,7 @@ PROVE_TESTS = test/t/*.pl
 # pgTAP files: test/pgtap/sql and test/pgtap/expected, run by pg_regress.
 PGTAP = schema privileges errors
 
-EXTRA_CLEAN = tmp_check_regress tmp_check_iso tmp_check_pgtap output_iso \
+EXTRA_CLEAN = sql/built tmp_check_regress tmp_check_iso tmp_check_pgtap output_iso \
 	results regression.diffs regression.out test/results test/output_iso \
 	test/pgtap/results $(EXTENSION)-$(EXTVERSION).zip
 
@@ -95,6 +100,11 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/perl
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.
 $(OBJS): $(wildcard src/*.h src/*/*.h)
+
+# A released script that comes out different is refused (sql/released.sha256).
+sql/built/%.sql: sql/%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256
+	@mkdir -p sql/built
+	perl sql/include.pl sql/released.sha256 $< $@
 
 .PHONY: pgtapcheck sanitizecheck indentcheck dist deb
 

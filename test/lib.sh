@@ -72,7 +72,7 @@ build_and_install() {
 # its library, control file and SQL scripts), and that the package was built
 # from this tree (the same control file and SQL scripts, none missing)
 check_package() {
-	local pkg=postgresql-$PG_MAJOR-idempotency libdir extdir f owner
+	local pkg=postgresql-$PG_MAJOR-idempotency libdir extdir f owner scripts rc
 	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
 		echo "the package $pkg is not installed" >&2
 		return 1
@@ -87,18 +87,26 @@ check_package() {
 			return 1
 		fi
 	done
-	for f in "$top/idempotency.control" "$top"/src/sql/idempotency--*.sql; do
-		if ! cmp -s "$f" "$extdir/$(basename "$f")"; then
+	# the tree's scripts, as the build writes them (sql/include.pl)
+	scripts=$(mktemp -d)
+	rc=0
+	for f in "$top"/sql/idempotency--*.sql.in; do
+		perl "$top/sql/include.pl" "$top/sql/released.sha256" "$f" "$scripts/$(basename "${f%.in}")" || rc=1
+	done
+	for f in "$top/idempotency.control" "$scripts"/idempotency--*.sql; do
+		if [ "$rc" -eq 0 ] && ! cmp -s "$f" "$extdir/$(basename "$f")"; then
 			echo "$extdir/$(basename "$f") differs from this tree's (or is missing): the package was built from another tree" >&2
-			return 1
+			rc=1
 		fi
 	done
 	for f in "$extdir"/idempotency--*.sql; do
-		if [ ! -f "$top/src/sql/$(basename "$f")" ]; then
+		if [ "$rc" -eq 0 ] && [ ! -f "$scripts/$(basename "$f")" ]; then
 			echo "$f is not in this tree: the package was built from another tree" >&2
-			return 1
+			rc=1
 		fi
 	done
+	rm -rf "$scripts"
+	return "$rc"
 }
 
 # use_extension SRCDIR: build and install the extension from SRCDIR; with

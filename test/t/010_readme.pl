@@ -504,7 +504,8 @@ for my $header ("$includedir/utils/errcodes.h", "$top/src/idempotency.h")
 }
 
 my %raised;      # SQLSTATE => where
-for my $file (glob("$top/src/*.c"), glob("$top/src/sql/*.sql"), "$top/sql/error_contexts.sql")
+for my $file (glob("$top/src/*.c"), glob("$top/sql/*.sql.in"), glob("$top/sql/functions/*/*.sql"),
+	glob("$top/sql/views/*/*.sql"), "$top/sql/error_contexts.sql")
 {
 	my $code = read_page(substr($file, length("$top/")));
 	my $name = substr($file, length("$top/"));

@@ -1,0 +1,71 @@
+/*
+ * extend_usage(object_type, object_name): an object added to
+ * application_api by an update script is granted to every role that
+ * grant_usage() was given to (the grantees of idempotent_begin, less its
+ * initial privileges), and its initial privileges are put back as they were
+ * before, for pg_dump's sake (see carry_privileges).
+ */
+CREATE FUNCTION idempotency.extend_usage(object_type pg_catalog.text,
+										 object_name pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	target pg_catalog.oid;
+	target_class pg_catalog.regclass;
+	app record;
+	saved pg_catalog.pg_init_privs;
+BEGIN
+	IF object_type OPERATOR(pg_catalog.=) 'function' THEN
+		target := pg_catalog.to_regproc('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(object_name));
+		target_class := 'pg_catalog.pg_proc';
+	ELSE
+		target := pg_catalog.to_regclass('idempotency.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(object_name));
+		target_class := 'pg_catalog.pg_class';
+	END IF;
+	IF target IS NULL THEN
+		RAISE EXCEPTION 'extension object idempotency.% does not exist', object_name
+			USING ERRCODE = 'undefined_object';
+	END IF;
+
+	SELECT i.* INTO saved FROM pg_catalog.pg_init_privs AS i
+	 WHERE i.objoid OPERATOR(pg_catalog.=) target
+	   AND i.classoid OPERATOR(pg_catalog.=) target_class
+	   AND i.objsubid OPERATOR(pg_catalog.=) 0;
+
+	FOR app IN
+		SELECT a.grantee
+		  FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+		 WHERE p.oid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+		   AND a.grantee OPERATOR(pg_catalog.<>) 0
+		EXCEPT
+		SELECT a.grantee
+		  FROM pg_catalog.pg_init_privs AS i, pg_catalog.aclexplode(i.initprivs) AS a
+		 WHERE i.objoid OPERATOR(pg_catalog.=) 'idempotency.idempotent_begin'::pg_catalog.regproc
+		   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+		   AND i.objsubid OPERATOR(pg_catalog.=) 0
+	LOOP
+		EXECUTE pg_catalog.format('GRANT %s ON %s idempotency.%I TO %I',
+								  (SELECT l.privilege FROM idempotency.application_api AS l
+									WHERE l.object_type OPERATOR(pg_catalog.=) extend_usage.object_type
+									  AND l.object_name OPERATOR(pg_catalog.=) extend_usage.object_name),
+								  CASE object_type WHEN 'function' THEN 'FUNCTION' ELSE 'TABLE' END,
+								  object_name, pg_catalog.pg_get_userbyid(app.grantee));
+	END LOOP;
+
+	DELETE FROM pg_catalog.pg_init_privs
+	 WHERE objoid OPERATOR(pg_catalog.=) target
+	   AND classoid OPERATOR(pg_catalog.=) target_class
+	   AND objsubid OPERATOR(pg_catalog.=) 0;
+	IF saved.objoid IS NOT NULL THEN
+		INSERT INTO pg_catalog.pg_init_privs SELECT saved.*;
+	END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) IS
+'for update scripts: grant an object added to the application API to the roles grant_usage was given to';
+
+REVOKE ALL ON FUNCTION idempotency.extend_usage(pg_catalog.text, pg_catalog.text) FROM PUBLIC;

@@ -1,0 +1,9 @@
+CREATE OR REPLACE VIEW idempotency.my_records WITH (security_barrier) AS
+	SELECT r.key, r.scope, r.status, r.attempt, r.created_at, r.updated_at,
+		   r.lease_until, r.expires_at,
+		   (r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+			OR r.status OPERATOR(pg_catalog.=) 'abandoned') AS expired,
+		   r.response, r.status_code, r.body, r.headers, r.fingerprint,
+		   r.recovery_point, r.recovery_state
+	  FROM idempotency.registry AS r
+	 WHERE r.owner OPERATOR(pg_catalog.=) idempotency.owner_name();
