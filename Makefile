@@ -5,7 +5,7 @@ EXTVERSION = 1.2
 
 MODULE_big = idempotency
 # the sources' own headers are named by their folder: "frame/sqlcall.h"
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -Isql/built
 OBJS = \
 	src/init.o \
 	src/cache_invalidate.o \
@@ -100,6 +100,14 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/perl
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.
 $(OBJS): $(wildcard src/*.h src/*/*.h)
+
+# What grant_usage() grants, for the C code that names it: from the view
+# application_api, the one list (sql/api_list.pl).
+sql/built/application_api.def: $(wildcard sql/views/application_api/*.sql) sql/api_list.pl
+	@mkdir -p sql/built
+	perl sql/api_list.pl sql/views/application_api $@
+
+src/admin/hints.o: sql/built/application_api.def
 
 # A released script that comes out different is refused (sql/released.sha256).
 sql/built/%.sql: sql/%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256

@@ -11,7 +11,8 @@
  * exactly those errors:
  * SQLSTATE 42501, no hint yet, and core's aclcheck_error message (its
  * untranslated format in message_id, the name in the message as sent) for
- * one of the functions or views that grant_usage() grants.  Everything else
+ * one of the functions or views that grant_usage() grants (the view
+ * application_api, as the build writes it out).  Everything else
  * about the error stays as it was.  Core's comment on emit_log_hook supports
  * only turning output_to_server off; a hint set here is nevertheless what
  * the client receives (PostgreSQL 15 to 18 send the same ErrorData after the
@@ -43,15 +44,28 @@
 #include "admin/hints.h"
 #include "base/idempotency.h"
 
-/* What grant_usage() grants, by the name core puts in its message. */
+/*
+ * What grant_usage() grants, by the name core puts in its message: the
+ * view application_api lists it, and the build writes its rows out for us.
+ */
+#define API_FUNCTION(name) name,
+#define API_VIEW(name)
 static const char *const hint_functions[] = {
-	"idempotent_begin", "idempotent_finish", "idempotent_abandon",
-	"inbox_receive", "inbox_receive_batch", "lock", "try_lock",
-	"issue_token", "consume_token", NULL
+#include "application_api.def"
+	NULL
 };
+
+#undef API_FUNCTION
+#undef API_VIEW
+#define API_FUNCTION(name)
+#define API_VIEW(name) name,
 static const char *const hint_views[] = {
-	"my_records", "my_tokens", NULL
+#include "application_api.def"
+	NULL
 };
+
+#undef API_FUNCTION
+#undef API_VIEW
 
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
