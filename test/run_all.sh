@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
-# Runs every test suite: pg_regress (sql/, expected/), isolation specs
-# (test/specs), TAP tests (test/t), pgTAP (test/pgtap), the regression and
+# Runs every test suite: pg_regress (test/regress), isolation specs
+# (test/isolation), TAP tests (test/tap), pgTAP (test/pgtap), the regression and
 # isolation suites again against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
 # that pg_regress or PostgreSQL::Test::Cluster start themselves, and the C
@@ -189,11 +189,11 @@ else
 	suite_skip "format" "checked on PostgreSQL 15, whose headers give the typedef names"
 fi
 
-# Citus (test/t/citus): a coordinator and two workers, only where Citus is
+# Citus (test/tap/citus): a coordinator and two workers, only where Citus is
 # installed in the PostgreSQL under test; otherwise said so, not hidden
 citus_so="$(pg_config --pkglibdir)/citus.so"
 if [ -f "$citus_so" ]; then
-	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/t/citus/*.pl' PROVE_FLAGS=--verbose
+	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/tap/citus/*.pl' PROVE_FLAGS=--verbose
 else
 	suite_skip "Citus" "Citus is not installed ($citus_so is missing; see doc/scaling-out.md)"
 fi
