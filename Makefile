@@ -97,7 +97,12 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/tap/perl
 # under a stale object is a crash: every object depends on every header.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: pgtapcheck sanitizecheck indentcheck dist deb
+.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb
+
+# The TAP tests alone (PGXS runs them last in installcheck), each test
+# starting its own servers: make prove_installcheck PROVE_TESTS=test/tap/010_readme.pl
+prove_installcheck:
+	$(prove_installcheck)
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
@@ -120,15 +125,17 @@ indentcheck:
 	bash test/version_check.sh
 	bash test/dist_check.sh
 
-# The release's archive for PGXN: NAME-VERSION.zip of the commit HEAD, every
-# file under NAME-VERSION/ (VERSION as META.json has it), checked by
-# test/dist_check.pl.  The last line printed is the archive's path.
-DIST = $(EXTENSION)-$(DISTVERSION).zip
+# The release's archive for PGXN, of the commit HEAD (not of changes not yet
+# committed): NAME-VERSION.zip in DIST_DIR, every file under NAME-VERSION/
+# (VERSION as META.json has it), checked by test/dist_check.pl.  The last
+# line printed is the archive's path.
+DIST_DIR = .
+DIST = $(DIST_DIR)/$(EXTENSION)-$(DISTVERSION).zip
 dist:
 	rm -f $(DIST)
 	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ --output $(DIST) HEAD
 	perl test/dist_check.pl $(DIST) $(DISTVERSION)
-	@echo $(CURDIR)/$(DIST)
+	@echo $(abspath $(DIST))
 
 # Debian packages, postgresql-MAJOR-idempotency for each of DEB_MAJORS, each
 # built in a root file system of the Debian release that ships that major

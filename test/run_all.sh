@@ -4,8 +4,10 @@
 # (test/isolation), TAP tests (test/tap), pgTAP (test/pgtap), the regression and
 # isolation suites again against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
-# that pg_regress or PostgreSQL::Test::Cluster start themselves, and the C
-# sources' formatting (test/indent.sh, pgindent's rules).
+# that pg_regress or PostgreSQL::Test::Cluster start themselves, and the
+# format suite (make indentcheck): the C sources' formatting (test/indent.sh,
+# pgindent's rules), SPI only in the frame (test/frame_check.sh), one version
+# everywhere (test/version_check.sh) and the PGXN archive (test/dist_check.sh).
 # Run as root on Debian 12: it installs the packages it needs, builds with
 # warnings as errors and installs the extension first.  With
 # IDEMPOTENCY_INSTALLED=1 it builds nothing: the suites run against the
