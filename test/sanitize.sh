@@ -121,7 +121,8 @@ echo "==> building with -fsanitize=address,undefined"
 build="$tree/src"
 mkdir -p "$build"
 (cd "$src" && tar --exclude=./tmp_check\* --exclude=./test/regress/results \
-	--exclude=./test/isolation/results --exclude=./test/pgtap/results --exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - .) | (cd "$build" && tar -xf -)
+	--exclude=./test/isolation/results --exclude=./test/pgtap/results \
+	--exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - .) | (cd "$build" && tar -xf -)
 make -C "$build" -s clean PG_CONFIG="$pg_config"
 # no LLVM bitcode: JIT would inline uninstrumented code
 make -C "$build" -s PG_CONFIG="$pg_config" with_llvm=no \
