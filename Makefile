@@ -1,11 +1,15 @@
 # Makefile for the idempotency extension (PGXS)
 
 EXTENSION = idempotency
-EXTVERSION = 1.2
+# The version is written once, as the control file's default_version (the
+# SQL objects' version, X.Y); the release is X.Y.0.  The library is built
+# with it, and test/version_check.sh checks every other place that names it.
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+DISTVERSION = $(EXTVERSION).0
 
 MODULE_big = idempotency
 # the sources' own headers are named by their folder: "frame/sqlcall.h"
-PG_CPPFLAGS = -I$(srcdir)/src -Isql/built
+PG_CPPFLAGS = -I$(srcdir)/src -Isql/built -DIDEMPOTENCY_LIBRARY_VERSION='"$(EXTVERSION)"'
 OBJS = \
 	src/init.o \
 	src/cache_invalidate.o \
@@ -59,16 +63,21 @@ SQL_SOURCES = $(wildcard sql/$(EXTENSION)--*.sql.in)
 SQL_OBJECTS = $(wildcard sql/functions/*/*.sql sql/views/*/*.sql)
 DATA_built = $(patsubst sql/%.sql.in,sql/built/%.sql,$(SQL_SOURCES))
 
-# Plain regression tests: sql/ and expected/ at the top level.  They run on a
-# throwaway instance with the library preloaded (test/idempotency.conf).
+# The tests, each kind in one place under test/: regress (pg_regress),
+# isolation, tap (prove; citus/ the Citus suite), pgtap.  pg_regress and
+# the isolation specs run on throwaway instances with the library preloaded
+# (test/idempotency.conf), so they need no configured server.
+
+# Plain regression tests: test/regress/sql and test/regress/expected.
 REGRESS = extension_catalog extension_update key keycmp keyfuncs registry registry_errors recovery recovery_own_claim registry_http xactclaims \
 	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
 	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
-	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait nullarg_hook
-REGRESS_OPTS = --temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
+	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait citus_nullarg
+REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress \
+	--temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency
 
-# Isolation specs: test/specs and test/expected.
+# Isolation specs: test/isolation/specs and test/isolation/expected.
 ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback registry_nowait \
 	registry_lease_takeover registry_expired_reclaim registry_finish_vs_begin \
 	registry_abandon_vs_begin cleanup_vs_claim transition_race inbox_race version_guard_race \
@@ -76,26 +85,28 @@ ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback re
 	transition_partition_move outbox_relay_race outbox_ack_vs_lease outbox_order owner_locks \
 	registry_default_wait_race registry_previous_race recovery_checkpoint_vs_takeover \
 	recovery_renew_vs_takeover
-ISOLATION_OPTS = --inputdir=test --outputdir=test --temp-instance=./tmp_check_iso \
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 
-# TAP tests: test/t.
+# TAP tests: test/tap (the Citus suite, test/tap/citus, runs where Citus is
+# installed: PROVE_TESTS='test/tap/citus/*.pl').
 TAP_TESTS = 1
-PROVE_TESTS = test/t/*.pl
+PROVE_TESTS = test/tap/*.pl
 
 # pgTAP files: test/pgtap/sql and test/pgtap/expected, run by pg_regress.
 PGTAP = schema privileges errors
 
 EXTRA_CLEAN = sql/built tmp_check_regress tmp_check_iso tmp_check_pgtap output_iso \
-	results regression.diffs regression.out test/results test/output_iso \
-	test/pgtap/results $(EXTENSION)-$(EXTVERSION).zip
+	$(foreach d,test/regress test/isolation test/pgtap,$(d)/results $(d)/log \
+		$(d)/regression.diffs $(d)/regression.out) \
+	$(EXTENSION)-*.zip
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # the TAP tests' shared Perl modules
-PG_PROVE_FLAGS += -I $(srcdir)/test/perl
+PG_PROVE_FLAGS += -I $(srcdir)/test/tap/perl
 
 # PGXS tracks no header dependencies, and an enum or struct that changes
 # under a stale object is a crash: every object depends on every header.
@@ -114,7 +125,12 @@ sql/built/%.sql: sql/%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256
 	@mkdir -p sql/built
 	perl sql/include.pl sql/released.sha256 $< $@
 
-.PHONY: pgtapcheck sanitizecheck indentcheck dist deb
+.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb
+
+# The TAP tests alone (PGXS runs them last in installcheck), each test
+# starting its own servers: make prove_installcheck PROVE_TESTS=test/tap/010_readme.pl
+prove_installcheck:
+	$(prove_installcheck)
 
 pgtapcheck:
 	$(pg_regress_installcheck) --inputdir=test/pgtap --outputdir=test/pgtap \
@@ -127,15 +143,29 @@ pgtapcheck:
 sanitizecheck:
 	bash test/sanitize.sh '$(PG_CONFIG)'
 
-# The C sources formatted as pgindent formats them (test/indent.sh).
+# The format suite: the C sources formatted as pgindent formats them
+# (test/indent.sh), SPI only in the frame (test/frame_check.sh), includes
+# that point down the floors (test/layers_check.sh), one
+# version everywhere (test/version_check.sh), and an archive of the tree
+# that PGXN would take (test/dist_check.sh).
 indentcheck:
 	bash test/indent.sh
 	bash test/frame_check.sh
 	bash test/layers_check.sh
+	bash test/version_check.sh
+	bash test/dist_check.sh
 
+# The release's archive for PGXN, of the commit HEAD (not of changes not yet
+# committed): NAME-VERSION.zip in DIST_DIR, every file under NAME-VERSION/
+# (VERSION as META.json has it), checked by test/dist_check.pl.  The last
+# line printed is the archive's path.
+DIST_DIR = .
+DIST = $(DIST_DIR)/$(EXTENSION)-$(DISTVERSION).zip
 dist:
-	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
-		--output $(EXTENSION)-$(EXTVERSION).zip HEAD
+	rm -f $(DIST)
+	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ --output $(DIST) HEAD
+	perl test/dist_check.pl $(DIST) $(DISTVERSION)
+	@echo $(abspath $(DIST))
 
 # Debian packages, postgresql-MAJOR-idempotency for each of DEB_MAJORS, each
 # built in a root file system of the Debian release that ships that major

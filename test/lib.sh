@@ -30,7 +30,7 @@ root_packages() {
 	echo $(suite_packages "$1") build-essential debhelper dpkg-dev postgresql-server-dev-all
 }
 
-# client_packages: what the HTTP service and driver tests (test/t/040 and
+# client_packages: what the HTTP service and driver tests (test/tap/040 and
 # 041) need beside suite_packages on this machine: Debian's nodejs and npm
 # unless node and npm are installed already (NodeSource's nodejs carries its
 # own npm and conflicts with Debian's), a JDK unless javac is there, the

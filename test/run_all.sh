@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 #
-# Runs every test suite: pg_regress (sql/, expected/), isolation specs
-# (test/specs), TAP tests (test/t), pgTAP (test/pgtap), the regression and
+# Runs every test suite: pg_regress (test/regress), isolation specs
+# (test/isolation), TAP tests (test/tap), pgTAP (test/pgtap), the regression and
 # isolation suites again against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
-# that pg_regress or PostgreSQL::Test::Cluster start themselves, and the C
-# sources' formatting (test/indent.sh, pgindent's rules).
+# that pg_regress or PostgreSQL::Test::Cluster start themselves, and the
+# format suite (make indentcheck): the C sources' formatting (test/indent.sh,
+# pgindent's rules), SPI only in the frame (test/frame_check.sh), one version
+# everywhere (test/version_check.sh) and the PGXN archive (test/dist_check.sh).
 # Run as root on Debian 12: it installs the packages it needs, builds with
 # warnings as errors and installs the extension first.  With
 # IDEMPOTENCY_INSTALLED=1 it builds nothing: the suites run against the
@@ -189,11 +191,11 @@ else
 	suite_skip "format" "checked on PostgreSQL 15, whose headers give the typedef names"
 fi
 
-# Citus (test/t/citus): a coordinator and two workers, only where Citus is
+# Citus (test/tap/citus): a coordinator and two workers, only where Citus is
 # installed in the PostgreSQL under test; otherwise said so, not hidden
 citus_so="$(pg_config --pkglibdir)/citus.so"
 if [ -f "$citus_so" ]; then
-	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/t/citus/*.pl' PROVE_FLAGS=--verbose
+	suite "Citus" installcheck REGRESS= ISOLATION= PROVE_TESTS='test/tap/citus/*.pl' PROVE_FLAGS=--verbose
 else
 	suite_skip "Citus" "Citus is not installed ($citus_so is missing; see doc/scaling-out.md)"
 fi

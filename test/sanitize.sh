@@ -120,7 +120,8 @@ chmod +x "$tree$bindir/postgres"
 echo "==> building with -fsanitize=address,undefined"
 build="$tree/src"
 mkdir -p "$build"
-(cd "$src" && tar --exclude=./tmp_check\* --exclude=./results --exclude=./test/results \
+(cd "$src" && tar --exclude=./tmp_check\* --exclude=./test/regress/results \
+	--exclude=./test/isolation/results --exclude=./test/pgtap/results \
 	--exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - .) | (cd "$build" && tar -xf -)
 make -C "$build" -s clean PG_CONFIG="$pg_config"
 # no LLVM bitcode: JIT would inline uninstrumented code
@@ -147,7 +148,7 @@ if compgen -G "$reports/*" >/dev/null; then
 	status=1
 fi
 # and anything a runtime wrote to a server's log instead
-for f in "$build"/log/*.log "$build"/test/log/*.log; do
+for f in "$build"/test/regress/log/*.log "$build"/test/isolation/log/*.log; do
 	[ -f "$f" ] || continue
 	if grep -E 'runtime error:|ERROR: AddressSanitizer|SUMMARY: (Address|UndefinedBehavior)Sanitizer' "$f" >/dev/null; then
 		echo "==> sanitizer messages in $f"
@@ -156,7 +157,7 @@ for f in "$build"/log/*.log "$build"/test/log/*.log; do
 	fi
 done
 if [ "$status" -ne 0 ]; then
-	for f in "$build"/regression.diffs "$build"/test/regression.diffs; do
+	for f in "$build"/test/regress/regression.diffs "$build"/test/isolation/regression.diffs; do
 		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
 	done
 	echo "sanitizer suite: FAILED ($(($(date +%s) - started)) s)"

@@ -1,7 +1,7 @@
 // Drives the service the way unreliable clients do: duplicates sent
 // concurrently, retries after 409, clients that give up before the answer.
 // Prints one line per check, "ok - ..." or "not ok - ...", for the TAP test
-// (test/t/040_http_service.pl) to report, then "keys N": how many
+// (test/tap/040_http_service.pl) to report, then "keys N": how many
 // distinct keys should each have exactly one charge.  Exits with 1 if a
 // check failed, and gives up (with a "not ok" line saying why) when the
 // database or the service does not answer, or the whole run takes longer

@@ -46,7 +46,7 @@ SELECT function_privs_are('idempotency', 'outbox_ack', ARRAY['bigint', 'text[]',
 	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on outbox_ack');
 
 -- search_path: every function that is not C sets it; C functions use only
--- schema-qualified SQL (proved by sql/extension_hostile.sql)
+-- schema-qualified SQL (proved by test/regress/sql/extension_hostile.sql)
 SELECT is(
 	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 	  WHERE p.pronamespace = 'idempotency'::regnamespace AND l.lanname <> 'c'
