@@ -74,7 +74,9 @@
  * Module magic.  18 records the library's name and version, which
  * pg_get_loaded_modules() shows; earlier majors only check the ABI.
  */
-#define IDEMPOTENCY_LIBRARY_VERSION "1.2"
+#ifndef IDEMPOTENCY_LIBRARY_VERSION
+#error "IDEMPOTENCY_LIBRARY_VERSION is set by the Makefile, from the control file's default_version"
+#endif
 #ifdef PG_MODULE_MAGIC_EXT
 #define IDEMPOTENCY_MODULE_MAGIC \
 	PG_MODULE_MAGIC_EXT(.name = "idempotency", .version = IDEMPOTENCY_LIBRARY_VERSION)

@@ -1,7 +1,7 @@
 --
 -- A role that was not granted the API gets core's permission error, with a
 -- hint at grant_usage() when idempotency.permission_hints is on
--- (src/hints.c): in autocommit, in a transaction and under a savepoint; a PL/pgSQL handler sees the error as core raised it.
+-- (src/admin/hints.c, from the view application_api): in autocommit, in a transaction and under a savepoint; a PL/pgSQL handler sees the error as core raised it.
 -- Other permission errors are left alone.
 --
 SET search_path = public;
@@ -30,6 +30,15 @@ SELECT idempotency.issue_token();
 SELECT idempotency.consume_token('tk_x');
 SELECT * FROM idempotency.my_records;
 SELECT * FROM idempotency.my_tokens;
+SELECT * FROM idempotency.lookup('k');
+SELECT idempotency.outbox_send('t', '{}');
+SELECT * FROM idempotency.outbox_fetch();
+SELECT idempotency.outbox_ack(1, ARRAY['m']);
+SELECT * FROM idempotency.my_outbox;
+SELECT idempotency.idempotent_checkpoint('k', 'step');
+SELECT * FROM idempotency.idempotent_renew('k', '1 minute');
+SELECT * FROM idempotency.claim_stalled();
+SELECT * FROM idempotency.my_stalled_claims;
 -- not for grant_usage, or not ours: no hint
 SELECT idempotency.cleanup();
 SELECT idempotency.forget_role('x');

@@ -1,6 +1,6 @@
 --
 -- The planner hook that refuses a call Citus would route by a NULL argument
--- (src/citus_nullarg.c) runs in every backend for every query.  A call of a
+-- (src/distributed/planner_guard.c) runs in every backend for every query.  A call of a
 -- function that is not the extension's, with a NULL argument, must not read
 -- pg_extension (or anything else): 40 distinct functions, each called twice,
 -- read it no time at all.  A call of one of the extension's functions with
