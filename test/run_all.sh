@@ -174,6 +174,10 @@ suite() {
 	find "$work/tmp_check" -name '*.log' -newer "$stamp" -print0 2>/dev/null |
 		while IFS= read -r -d '' f; do echo "----- $f (last 60 lines)"; tail -n 60 "$f"; done || true
 	echo "----- end of $name"
+	# what failed, once more in a few lines: the logs above can be long,
+	# and a reader of the output's end (CI's) should see which file and why
+	grep -E '^not ok |^#   Failed test|^#   at |^# +(got|expected):|^[^ ]+\.(pl|t) +\(Wstat: |^Failed [0-9]+/|\.\.\. (FAILED|failed)|planned .* tests, ran ' \
+		"$log" 2>/dev/null | head -n 40 | sed "s/^/  $name: /" >>"$work/what-failed" || true
 }
 
 suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
@@ -202,6 +206,10 @@ fi
 
 echo
 if [ "$failed" -ne 0 ]; then
+	if [ -s "$work/what-failed" ]; then
+		echo "what failed:"
+		cat "$work/what-failed"
+	fi
 	echo "failed suites: ${failures[*]}"
 fi
 echo "suites: $passed passed, $failed failed, $skipped skipped"
