@@ -116,7 +116,11 @@ static CitusDelegateDef citus_delegate_defs[CITUS_NUM_DELEGATES] = {
 /*
  * How Citus routes calls of a function that is a member of this extension:
  * the argument (from 0) and whether with force_delegation; no row if it
- * routes none.
+ * routes none.  Read with the latest snapshot, as the registry's
+ * distribution is (objects/citus_metadata.c): the answers are kept per
+ * backend, and a transaction whose snapshot predates citus_setup() would
+ * otherwise see the registry distributed but not its delegates, and keep
+ * that mix after it ends.
  */
 static SqlStatement function_distarg_stmt = {
 	.sql = "SELECT o.distribution_argument_index, o.force_delegation IS TRUE"
@@ -134,7 +138,7 @@ static SqlStatement function_distarg_stmt = {
 	.argtypes = {OIDOID, OIDOID},
 	.expected_rc = SPI_OK_SELECT,
 	.natts = 2,
-	.snapshot = SQL_SNAPSHOT_CALLER,
+	.snapshot = SQL_SNAPSHOT_LATEST,
 	.catalog_only = true,
 };
 
