@@ -77,6 +77,8 @@
 #ifndef IDEMPOTENCY_LIBRARY_VERSION
 #error "IDEMPOTENCY_LIBRARY_VERSION is set by the Makefile, from the control file's default_version"
 #endif
+/* fmgr.h defines the magic: the entry may include it after this file */
+#include "fmgr.h"
 #ifdef PG_MODULE_MAGIC_EXT
 #define IDEMPOTENCY_MODULE_MAGIC \
 	PG_MODULE_MAGIC_EXT(.name = "idempotency", .version = IDEMPOTENCY_LIBRARY_VERSION)
