@@ -70,6 +70,9 @@ idempotency_shmem_startup(void)
 		for (int i = 0; i < STAT_NUM; i++)
 			pg_atomic_init_u64(&IdempotencyShared->stats[i], 0);
 		pg_atomic_init_u64(&IdempotencyShared->stats_reset, (uint64) GetCurrentTimestamp());
+		if (!pg_strong_random(&IdempotencyShared->claim_lock_seed,
+							  sizeof(IdempotencyShared->claim_lock_seed)))
+			IdempotencyShared->claim_lock_seed = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

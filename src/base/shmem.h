@@ -56,6 +56,7 @@ typedef struct IdempotencySharedState
 	CleanupStatus cleanup[IDEMPOTENCY_MAX_DATABASES];
 	pg_atomic_uint64 stats[STAT_NUM];	/* atomics: no lock */
 	pg_atomic_uint64 stats_reset;	/* TimestampTz of the last reset */
+	uint64		claim_lock_seed;	/* random, set once at start: key/locks.c */
 } IdempotencySharedState;
 
 extern IdempotencySharedState *IdempotencyShared;

@@ -48,6 +48,7 @@
 #include "utils/builtins.h"
 
 #include "base/compat.h"
+#include "base/shmem.h"
 #include "frame/owner.h"
 #include "frame/sqlcall.h"
 #include "key/args.h"
@@ -66,13 +67,16 @@
 /* The fourth field for an outbox ordering key's lock ("OB"). */
 #define LOCK_FIELD4_OUTBOX 0x4F42
 
+/* The fourth field for a claim's lock on its key in the registry ("RK"). */
+#define LOCK_FIELD4_CLAIM 0x524B
+
 /*
  * lock_hash
  *		A 64-bit hash of n text values, NUL-separated: no two different lists
  *		give the same bytes.
  */
 static uint64
-lock_hash(text **parts, int n)
+lock_hash(text **parts, int n, uint64 seed)
 {
 	StringInfoData buf;
 	uint64		h;
@@ -84,7 +88,7 @@ lock_hash(text **parts, int n)
 			appendStringInfoChar(&buf, '\0');
 		appendBinaryStringInfo(&buf, VARDATA_ANY(parts[i]), VARSIZE_ANY_EXHDR(parts[i]));
 	}
-	h = DatumGetUInt64(hash_any_extended((unsigned char *) buf.data, buf.len, LOCK_HASH_SEED));
+	h = DatumGetUInt64(hash_any_extended((unsigned char *) buf.data, buf.len, seed));
 	pfree(buf.data);
 	return h;
 }
@@ -114,7 +118,7 @@ lock_tag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 	/* a bad key is reported before a bad scope */
 	parts[1] = DatumGetTextPP(IdempotencyKeyArg(fcinfo, 0));
 	parts[0] = DatumGetTextPP(IdempotencyScopeArg(fcinfo, 1));
-	h = lock_hash(parts, 2);
+	h = lock_hash(parts, 2, LOCK_HASH_SEED);
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, lock_owner_oid(owner), (uint32) h, LOCK_FIELD4);
 }
 
@@ -170,7 +174,68 @@ LockOutboxOrderingKey(Datum owner, Datum ordering_key)
 	uint64		h;
 
 	parts[0] = DatumGetTextPP(ordering_key);
-	h = lock_hash(parts, 1);
+	h = lock_hash(parts, 1, LOCK_HASH_SEED);
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, lock_owner_oid(owner), (uint32) h, LOCK_FIELD4_OUTBOX);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * registry_key_tag
+ *		The tag of the lock of owner's (scope, key) in the registry.
+ */
+static void
+registry_key_tag(LOCKTAG *tag, Datum owner, Datum scope, Datum key)
+{
+	text	   *parts[2];
+	uint64		h;
+
+	parts[0] = DatumGetTextPP(scope);
+	parts[1] = DatumGetTextPP(key);
+	h = lock_hash(parts, 2, IdempotencyShared != NULL ?
+				  IdempotencyShared->claim_lock_seed : LOCK_HASH_SEED);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, lock_owner_oid(owner), (uint32) h,
+						 LOCK_FIELD4_CLAIM);
+}
+
+/*
+ * LockRegistryKey
+ *		Take the lock of owner's (scope, key) in the registry, held to the end
+ *		of the transaction (or of the subtransaction that took it, if that
+ *		rolls back), as a prepared transaction keeps it; if dontWait, only if
+ *		nobody holds it, returning whether it was taken.
+ *
+ * A claim that is not written until its finish holds its key by this lock
+ * alone (begin.c), so that a duplicate waits for it and then reads what it
+ * committed.  Nothing else depends on it: the registry's unique index still
+ * decides between two records of a key, whatever the locks did.  That is
+ * why its hash is seeded with a secret chosen when the server starts (when
+ * the library is preloaded): pg_locks shows every role its tag, and a hash
+ * with a known seed would tell a role that can guess another application's
+ * keys which one is being processed now.  After a restart the prepared
+ * transactions' locks carry the old secret: a duplicate of a prepared claim
+ * then meets the claim's record at its own finish (a serialization failure)
+ * instead of waiting at its begin, and that is all.  A key lock
+ * (lock()) and an outbox ordering key's lock keep a fixed seed: they are
+ * what serialises their callers, and must mean the same after a restart.
+ */
+bool
+LockRegistryKey(Datum owner, Datum scope, Datum key, bool dontWait)
+{
+	LOCKTAG		tag;
+
+	registry_key_tag(&tag, owner, scope, key);
+	return LockAcquire(&tag, ExclusiveLock, false, dontWait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * UnlockRegistryKey
+ *		Give back a lock LockRegistryKey took, before the transaction ends.
+ */
+void
+UnlockRegistryKey(Datum owner, Datum scope, Datum key)
+{
+	LOCKTAG		tag;
+
+	registry_key_tag(&tag, owner, scope, key);
+	(void) LockRelease(&tag, ExclusiveLock, false);
 }

@@ -17,5 +17,7 @@
 #include "postgres.h"
 
 extern void LockOutboxOrderingKey(Datum owner, Datum ordering_key);
+extern bool LockRegistryKey(Datum owner, Datum scope, Datum key, bool dontWait);
+extern void UnlockRegistryKey(Datum owner, Datum scope, Datum key);
 
 #endif							/* IDEMPOTENCY_LOCKS_H */

@@ -17,11 +17,21 @@
  * removes it, instead of being deleted.
  *
  * Concurrency.  Exactly one caller may get "execute" for a live (owner,
- * scope, key).  The unique index is what guarantees it (Citus rule 5):
- * the claim is an INSERT ... ON CONFLICT DO NOTHING, which waits for a
- * concurrent uncommitted claim and then either conflicts (the other
- * committed: we read and replay its record) or succeeds (it rolled back).
- * Overwriting an expired record and taking over a lapsed lease are UPDATEs
+ * scope, key).  The unique index is what guarantees it (Citus rule 5): a
+ * record is written by an INSERT, which waits for a concurrent uncommitted
+ * record of the key and then either conflicts (the other committed) or goes
+ * in (it rolled back).  A transactional claim of a key nobody has, the
+ * common case, writes nothing at begin: it is held by a transaction-scoped
+ * lock on the key (LockRegistryKey), which writes no WAL, and written once,
+ * whole, by its finish (begin_in_memory says when).  A duplicate takes the
+ * same lock first, so it waits for the holder's transaction to end and then
+ * reads what it committed: a replay, or an execute if it rolled back.  Every
+ * claim that may insert takes the lock, so an external claim or one under
+ * REPEATABLE READ, which write at begin, wait for a claim held in memory
+ * too.  Whatever the locks did, the finish's INSERT is still checked by the
+ * unique index, and a conflict there is a serialization failure.  A claim
+ * written at begin is an INSERT ... ON CONFLICT DO NOTHING, and one that
+ * conflicts reads and replays the record.  Overwriting an expired record and taking over a lapsed lease are UPDATEs
  * that re-check their condition, so under READ COMMITTED the loser re-reads
  * and loops, and under REPEATABLE READ or SERIALIZABLE it gets PostgreSQL's
  * serialization failure (40001), as does a claim that conflicts with a
@@ -29,8 +39,9 @@
  *
  * A bounded wait (wait => false, max_wait, or a lock_timeout the caller has
  * set) runs the claim in a subtransaction with lock_timeout set to the bound;
- * a lock timeout there means another transaction holds the record, and the
- * answer is "in_progress" while the caller's transaction stays usable.  That
+ * a lock timeout there means another transaction holds the record or the
+ * key's lock, and the answer is "in_progress" while the caller's
+ * transaction stays usable.  That
  * holds only for a wait on the record: a lock on the registry table itself
  * (ALTER EXTENSION ... UPDATE, LOCK TABLE, CREATE INDEX) says nothing of the
  * key, which may be finished and held by nobody.  So a bounded begin first
@@ -73,7 +84,9 @@
 #include "frame/sqlcall.h"
 #include "key/args.h"
 #include "key/key.h"
+#include "key/locks.h"
 #include "messages/tokens.h"
+#include "objects/citus_metadata.h"
 #include "objects/extension.h"
 #include "registry/api.h"
 #include "registry/http_headers.h"
@@ -120,6 +133,10 @@ typedef struct BeginArgs
 								 * may commit before its finish */
 	bool		require_token;	/* the key must be a token issued to the
 								 * caller */
+	bool		in_memory;		/* a new key's claim is held by its lock and
+								 * written by its finish (begin_in_memory) */
+	bool		lock_key;		/* a claim that may insert takes the key's
+								 * lock first */
 } BeginArgs;
 
 /* What one pass of the claim loop came to (begin_attempt). */
@@ -127,7 +144,7 @@ typedef enum BeginPass
 {
 	BEGIN_ANSWERED,
 	BEGIN_RETRY,
-	BEGIN_NEEDS_WRITE
+	BEGIN_NEEDS_WAIT
 } BeginPass;
 
 typedef struct BeginResult
@@ -142,19 +159,20 @@ typedef struct BeginResult
 
 /*
  * begin_execute
- *		The answer for a claim that is now ours: the claim as written (or to
- *		be written by its finish, if deferred), remembered as this
+ *		The answer for a claim that is now ours: the claim as written (or, if
+ *		not written, to be written by its finish), remembered as this
  *		transaction's: one that must end before the transaction commits,
  *		unless it is for work outside the database.
  */
 static void
 begin_execute(BeginResult *result, const RegistryRow *claim, const BeginArgs *args,
-			  bool deferred)
+			  bool written)
 {
 	result->outcome = "execute";
 	result->rec = *claim;
-	XactClaimAdd(claim, deferred ? XACT_CLAIM_DEFERRED :
-				 args->external ? XACT_CLAIM_EXTERNAL : XACT_CLAIM_TRANSACTIONAL);
+	XactClaimAdd(claim, args->defer_claim && !written ? XACT_CLAIM_DEFERRED :
+				 args->external ? XACT_CLAIM_EXTERNAL : XACT_CLAIM_TRANSACTIONAL,
+				 written);
 }
 
 /*
@@ -229,6 +247,79 @@ begin_reads_first(const BeginArgs *args)
 }
 
 /*
+ * begin_lock_budget
+ *		How many keys' locks one transaction's claims hold at most: half of
+ *		max_locks_per_transaction, so that a batch claiming thousands of keys
+ *		in one transaction cannot fill the shared lock table (whose size is
+ *		max_locks_per_transaction per connection).  Past it, claims are
+ *		written at begin, and their keys' locks given back once written.
+ */
+static int
+begin_lock_budget(void)
+{
+	return Max(max_locks_per_xact / 2, 1);
+}
+
+/*
+ * begin_in_memory
+ *		Whether a claim of a key nobody has is held in memory, by the key's
+ *		lock, and written once, whole, by its finish: a transactional claim
+ *		under READ COMMITTED, in a transaction that may write, on a registry
+ *		that is not distributed.  The rest claim by writing the record now:
+ *		an external claim must be visible before it is finished; a
+ *		REPEATABLE READ or SERIALIZABLE snapshot would not see the record
+ *		a duplicate waited for, so the duplicate would do its work and fail
+ *		only at finish; and on Citus the record's shard is the arbiter
+ *		(Citus rule 5), which a coordinator's lock is not.
+ */
+static bool
+begin_in_memory(const BeginArgs *args)
+{
+	return !args->external && !args->defer_claim && args->lock_key &&
+		!IsolationUsesXactSnapshot() && XactClaimLocks() < begin_lock_budget();
+}
+
+/*
+ * begin_lock_key
+ *		Take the key's lock before a claim that may insert its record
+ *		(LockRegistryKey): waiting for a claim held in memory by another
+ *		transaction, if may_wait, else returning false when it is held.
+ *
+ * Every claim that may insert takes it, not only those held in memory: an
+ * insert that did not would go in beside such a claim, and the unique
+ * index would make the claim's finish fail instead of the duplicate wait.
+ */
+static bool
+begin_lock_key(SqlCall *call, const BeginArgs *args, bool may_wait)
+{
+	if (!args->lock_key)
+		return true;
+	if (!LockRegistryKey(call->owner, args->scope, args->key, true))
+	{
+		if (!may_wait)
+			return false;
+		(void) LockRegistryKey(call->owner, args->scope, args->key, false);
+	}
+	XactClaimLocked();
+	return true;
+}
+
+/*
+ * begin_inserted
+ *		A claim's record was inserted: past the transaction's budget of keys'
+ *		locks, give the key's back now.  From here the uncommitted row makes
+ *		a concurrent insert wait; a duplicate claim held in memory that took
+ *		the lock since finds it only at its finish (40001), as defer_claim's
+ *		duplicates did.
+ */
+static void
+begin_inserted(SqlCall *call, const BeginArgs *args)
+{
+	if (args->lock_key && !args->in_memory && XactClaimLocks() > begin_lock_budget())
+		UnlockRegistryKey(call->owner, args->scope, args->key);
+}
+
+/*
  * begin_check_request
  *		Reusing a key for a different request is the caller's bug: say so.  A
  *		call without a request against a record stored with one is such a
@@ -260,9 +351,9 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
  * begin_attempt
  *		One pass of the claim loop.  Returns BEGIN_ANSWERED with *result
  *		filled in when it reached an answer, BEGIN_RETRY when the record
- *		changed under it and the caller should try again, and, if it may not
- *		write (may_write false), BEGIN_NEEDS_WRITE when only a claim written
- *		now would answer.
+ *		changed under it and the caller should try again, and, if it may
+ *		neither write nor wait (may_write false), BEGIN_NEEDS_WAIT when only
+ *		a write or a wait for the key's lock would answer.
  *
  * The fencing token is read from the clock at every pass, just before the
  * statement that may issue it (RegistryFence says why).
@@ -276,7 +367,11 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
  * gives the same answers: a claim that conflicts after a read that found
  * nothing (a concurrent claim, not yet committed when read) just loops, and
  * the next read sees the record.  A deferred claim always reads first: it
- * writes nothing at begin.
+ * writes nothing at begin.  A claim held in memory takes the key's lock
+ * first and then reads: once the lock is ours, no other claim of the key is
+ * open, and a record that is not there is not being written.  Reading first
+ * without the lock, a claim that found nothing takes the lock and reads
+ * again: the holder it waited for may have committed the record since.
  */
 static BeginPass
 begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
@@ -284,6 +379,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	RegistryRow claim;
 	RegistryRow rec;
 	XactClaim  *mine;
+	bool		found;
 	bool		read_first = begin_reads_first(args);
 
 	RegistryRowClaim(&claim, call, args->scope, args->key, args->fingerprint,
@@ -302,46 +398,71 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 		return BEGIN_ANSWERED;
 	}
 
-	if (!read_first && !may_write)
-		return BEGIN_NEEDS_WRITE;
-	if (!read_first && RegistryInsertClaim(call, &claim))
+	if (!read_first && !begin_lock_key(call, args, may_write))
+		return BEGIN_NEEDS_WAIT;
+	if (!read_first && !args->in_memory)
 	{
-		/* the common case: nobody has this key, the claim is ours */
-		begin_found(false);
-		begin_execute(result, &claim, args, false);
-		return BEGIN_ANSWERED;
+		if (!may_write)
+			return BEGIN_NEEDS_WAIT;
+		if (RegistryInsertClaim(call, &claim))
+		{
+			/* nobody has this key, the claim is ours */
+			begin_inserted(call, args);
+			begin_found(false);
+			begin_execute(result, &claim, args, true);
+			return BEGIN_ANSWERED;
+		}
 	}
 
-	if (!RegistryLookup(call, args->scope, args->key, &rec))
+	found = RegistryLookup(call, args->scope, args->key, &rec);
+	if (!found && read_first && args->lock_key)
 	{
-		if (!args->defer_claim)
+		/*
+		 * Read before the key's lock was ours: a claim in memory may have
+		 * committed its record since.  Read again, holding it.
+		 */
+		if (!begin_lock_key(call, args, may_write))
+			return BEGIN_NEEDS_WAIT;
+		found = RegistryLookup(call, args->scope, args->key, &rec);
+	}
+	if (!found)
+	{
+		if (!args->defer_claim && !args->in_memory)
 		{
 			/* nobody has this key: claim it, unless that was tried */
 			if (!may_write)
-				return BEGIN_NEEDS_WRITE;
+				return BEGIN_NEEDS_WAIT;
 			if (!read_first || !RegistryInsertClaim(call, &claim))
 				return BEGIN_RETRY; /* deleted since, or claimed since the
 									 * read */
+			begin_inserted(call, args);
 			begin_found(false);
-			begin_execute(result, &claim, args, false);
+			begin_execute(result, &claim, args, true);
 			return BEGIN_ANSWERED;
 		}
 
-		/* nobody has this key: the claim is ours, written by finish */
+		/*
+		 * Nobody has this key: the claim is ours, held by the key's lock and
+		 * written by its finish.  The finish's INSERT takes the registry's
+		 * RowExclusiveLock, which is taken now instead: waiting for it at
+		 * finish, behind an ALTER EXTENSION UPDATE that waits for this
+		 * transaction's weaker lock, would be a deadlock.
+		 */
+		LockRelationOid(IdempotencyCatalogGet()->relids[IR_REGISTRY], RowExclusiveLock);
 		begin_found(false);
-		begin_execute(result, &claim, args, true);
+		begin_execute(result, &claim, args, false);
 		return BEGIN_ANSWERED;
 	}
 
 	/* an expired or abandoned record counts as absent: claim it afresh */
 	if (!RegistryRowLive(&rec, call->now) && !may_write)
-		return BEGIN_NEEDS_WRITE;
+		return BEGIN_NEEDS_WAIT;
 	if (!RegistryRowLive(&rec, call->now))
 	{
 		begin_found(true);
 		if (!RegistryReclaim(call, &claim, &rec))
 			return BEGIN_RETRY;
-		begin_execute(result, &claim, args, false);
+		begin_execute(result, &claim, args, true);
 		begin_over(result, &rec);
 		return BEGIN_ANSWERED;
 	}
@@ -370,10 +491,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 
 	/* the lease ran out: the work may have partly happened; take it over */
 	if (!may_write)
-		return BEGIN_NEEDS_WRITE;
+		return BEGIN_NEEDS_WAIT;
 	if (!RegistryTakeover(call, &claim, &rec))
 		return BEGIN_RETRY;
-	begin_execute(result, &claim, args, false);
+	begin_execute(result, &claim, args, true);
 	begin_over(result, &rec);
 	result->takeover = true;
 	return BEGIN_ANSWERED;
@@ -441,15 +562,16 @@ begin_loop_bounded(void *arg)
  * begin_read_only
  *		A bounded wait runs the claim in a subtransaction, which costs a
  *		start, a release and, once it writes, an XID of its own.  A begin
- *		that only reads (a replay, an in_progress answer, a deferred claim of
- *		a key nobody has) waits for nobody: when this backend reads first
- *		anyway, try that without the subtransaction.  False when the answer
- *		takes a write (or a token's row lock), which the bounded path does.
+ *		that writes nothing (a replay, an in_progress answer, a claim held in
+ *		memory of a key nobody has, whose lock was free) waits for nobody:
+ *		try that first, without the subtransaction.  False when the answer
+ *		takes a write, a wait for the key's lock or a token's row lock, which
+ *		the bounded path does.
  */
 static bool
 begin_read_only(SqlCall *call, BeginArgs *args, BeginResult *result)
 {
-	if (args->require_token || !begin_reads_first(args))
+	if (args->require_token || (!begin_reads_first(args) && !args->in_memory))
 		return false;
 	return begin_attempt(call, args, result, false) == BEGIN_ANSWERED;
 }
@@ -672,6 +794,13 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 
 	SqlCallBegin(&call);
 
+	/* a read-only transaction claims nothing; a hot standby locks nothing */
+	args.lock_key = !XactReadOnly && IdempotencyCitusPartMethod(CITUS_REGISTRY) == '\0';
+	/* past the budget, a deferred claim holds nothing, as it did before */
+	if (args.defer_claim && XactClaimLocks() >= begin_lock_budget())
+		args.lock_key = false;
+	args.in_memory = begin_in_memory(&args);
+
 	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(3), "ttl");
 	if (PG_ARGISNULL(4))
 		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
@@ -689,7 +818,9 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 		/* the registry's own lock is waited for within max_wait, not 1 ms */
 		int			table_timeout_ms = begin_lock_timeout(fcinfo, true, 7);
 
-		begin_lock_registry(AccessShareLock, table_timeout_ms, args.key);
+		/* a claim held in memory takes the finish's lock now (begin_attempt) */
+		begin_lock_registry(args.in_memory ? RowExclusiveLock : AccessShareLock,
+							table_timeout_ms, args.key);
 		if (!begin_read_only(&call, &args, &result))
 		{
 			begin_lock_registry(RowExclusiveLock, table_timeout_ms, args.key);

@@ -244,10 +244,13 @@ api_own_attempt(XactClaim *claim, RegistryAttempt attempt)
  *
  * A claim this transaction took is ended fenced by its own attempt, named
  * or not.  Any other is ended only by the attempt the caller names
- * (api_explain_miss says so).  A deferred claim's finish writes the whole
- * record now; a duplicate request that raced past its begin and committed
- * first makes it a serialization failure (RegistryInsertFinished).  A
- * deferred claim's abandon only forgets it: nothing was written.
+ * (api_explain_miss says so).  A claim not written yet (deferred, or held
+ * in memory by its key's lock) is written whole by its finish; a duplicate
+ * request that raced past its begin and committed first makes it a
+ * serialization failure (RegistryInsertFinished).  Its abandon writes the
+ * record as abandoned, as that of a claim written at begin would be, so that
+ * the next begin reports it as the previous attempt; a deferred claim's
+ * abandon only forgets it, as it always did.
  */
 static void
 api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
@@ -268,9 +271,9 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 		attempt.given = true;
 		attempt.value = DatumGetInt32(mine->row.values[RC_attempt]);
 	}
-	if (mine != NULL && mine->kind == XACT_CLAIM_DEFERRED)
+	if (mine != NULL && mine->written_level == 0)
 	{
-		if (answer != NULL)
+		if (answer != NULL || mine->kind != XACT_CLAIM_DEFERRED)
 			RegistryInsertFinished(&call, &mine->row, answer);
 		ended = true;
 	}
@@ -424,6 +427,34 @@ idempotency_idempotent_abandon(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 2), NULL, (Datum) 0);
 	PG_RETURN_VOID();
+}
+
+/*
+ * RegistryOwnWrite
+ *		Write the record of this transaction's claim held in memory, for a
+ *		call that needs it (a recovery point, a renewal: doing names it).  A
+ *		deferred claim is never written before its finish.
+ */
+void
+RegistryOwnWrite(SqlCall *call, XactClaim *claim, const char *doing)
+{
+	if (claim->written_level != 0)
+		return;
+	if (claim->kind == XACT_CLAIM_DEFERRED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot %s idempotency key \"%s\" in scope \"%s\": it was claimed with defer_claim",
+						doing, TextDatumGetCString(claim->row.values[RC_key]),
+						TextDatumGetCString(claim->row.values[RC_scope])),
+				 errdetail("A deferred claim is written whole by its finish, in the transaction that took it.")));
+	if (!RegistryInsertClaim(call, &claim->row))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not write the claim of idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
+						TextDatumGetCString(claim->row.values[RC_key]),
+						TextDatumGetCString(claim->row.values[RC_scope])),
+				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
+	XactClaimWritten(claim);
 }
 
 /*

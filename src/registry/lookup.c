@@ -53,7 +53,8 @@ PG_FUNCTION_INFO_V1(idempotency_lookup);
  * idempotency_lookup
  *		lookup(key, scope, request): the caller's live record, read without
  *		claiming anything.  A claim whose transaction has not committed is
- *		not visible, so it is not found.
+ *		not visible, so it is not found, but for this transaction's own: one
+ *		held in memory is found as it would be written.
  */
 Datum
 idempotency_lookup(PG_FUNCTION_ARGS)
@@ -67,6 +68,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	Datum		scope;
 	Jsonb	   *request = NULL;
 	RegistryRow rec;
+	XactClaim  *mine;
 	bool		found = false;
 	int			matches_col;
 	Datum		delegated;
@@ -85,9 +87,17 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	matches_col = RegistryApiColumn(res->out->desc, "request_matches");
 
 	SqlCallBegin(&call);
-	if (RegistryLookup(&call, scope, key, &rec) && RegistryRowLive(&rec, call.now))
+	mine = XactClaimFind(call.owner, scope, key);
+	if (mine != NULL && mine->written_level == 0 && mine->kind == XACT_CLAIM_TRANSACTIONAL)
 	{
+		/* this transaction's claim, held in memory: as if it were written */
 		found = true;
+		rec = mine->row;
+	}
+	else if (RegistryLookup(&call, scope, key, &rec) && RegistryRowLive(&rec, call.now))
+		found = true;
+	if (found)
+	{
 		if (request != NULL && !rec.nulls[RC_fingerprint])
 		{
 			values[matches_col] =

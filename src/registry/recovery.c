@@ -85,7 +85,8 @@ recovery_attempt_arg(FunctionCallInfo fcinfo, int argno)
  * recovery_own_claim
  *		The attempt a call on (scope, key) is fenced by: this transaction's
  *		claim's, if it holds one (and the named one must be that), else the
- *		named one.  A deferred claim has nothing written to record on.
+ *		named one.  A claim held in memory is written first; a deferred one
+ *		has nothing written to record on.
  */
 static RegistryAttempt
 recovery_own_claim(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt,
@@ -96,12 +97,7 @@ recovery_own_claim(SqlCall *call, Datum scope, Datum key, RegistryAttempt attemp
 	if (mine == NULL)
 		return attempt;
 	RegistryOwnAttempt(mine, attempt);
-	if (mine->kind == XACT_CLAIM_DEFERRED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot %s idempotency key \"%s\" in scope \"%s\": it was claimed with defer_claim",
-						what, IdempotencyKeyDisplay(key), TextDatumGetCString(scope)),
-				 errdetail("A deferred claim is written whole by its finish, in the transaction that took it.")));
+	RegistryOwnWrite(call, mine, what);
 	attempt.given = true;
 	attempt.value = DatumGetInt32(mine->row.values[RC_attempt]);
 	return attempt;
@@ -280,7 +276,7 @@ idempotency_claim_stalled(PG_FUNCTION_ARGS)
 			XactClaimEnd(held);
 		}
 		/* a claim for a completer of work outside the database */
-		XactClaimAdd(&claim, XACT_CLAIM_EXTERNAL);
+		XactClaimAdd(&claim, XACT_CLAIM_EXTERNAL, true);
 		RegistryOutputFill(out, &claim, values, nulls);
 		if (previous_col >= 0)
 		{

@@ -917,10 +917,13 @@ RegistryAbandon(SqlCall *call, Datum scope, Datum key, RegistryAttempt attempt)
 
 /*
  * RegistryInsertFinished
- *		Write a deferred claim, ended with its answer, as one record.
+ *		Write a claim not written yet (deferred, or held in memory by its
+ *		key's lock), ended with its answer (abandoned if answer is NULL), as
+ *		one record.
  *
  * If a record of the key exists (a duplicate request raced past this one's
- * begin), the insert first waits for its transaction: if that rolls back,
+ * begin: a deferred claim, or a key lock that did not serialise the two, as
+ * after a restart with a prepared one), the insert first waits for its transaction: if that rolls back,
  * ours goes in; if it committed, the other request did the work, and this
  * transaction, whose business write is a second one, must roll back.  The
  * unique violation becomes a serialization failure, whose retry replays the
@@ -955,7 +958,7 @@ RegistryInsertFinished(SqlCall *call, const RegistryRow *claim,
 				 errmsg("could not finish idempotency key \"%s\" in scope \"%s\": a concurrent request with the same key finished first",
 						TextDatumGetCString(claim->values[RC_key]),
 						TextDatumGetCString(claim->values[RC_scope])),
-				 errdetail("The claim was taken with defer_claim, so the duplicate was noticed only at finish."),
+				 errdetail("The claim's record is written by its finish, and the duplicate's was there first."),
 				 errhint("Roll back and retry the transaction; the retry replays the other request's answer.")));
 	}
 	PG_END_TRY();

@@ -20,11 +20,13 @@
  * claim_stalled).  A claim whose work is in the database commits with that
  * work: committed open, the business write would be done while the record
  * still says processing, and once the lease ran out a retry would do it
- * again.  A deferred claim (defer_claim => true) is the same, more so: it
- * writes nothing at begin, the record is written once, complete, by
- * idempotent_finish in the same transaction (finish.c), and until
- * then the claim lives only here.  So a transaction must not commit (or
- * prepare) while such a claim is open: the pre-commit callback refuses it
+ * again.  Most such claims are not even written before their finish: a
+ * transactional claim of a key nobody had is held by its key's lock
+ * (begin.c) and lives only here until idempotent_finish writes its record
+ * once, complete, in the same transaction (finish.c), or until a call that
+ * needs the record written (a recovery point, a renewal) writes it; a
+ * deferred claim (defer_claim => true) is never written before its finish.
+ * So a transaction must not commit (or prepare) while such a claim is open: the pre-commit callback refuses it
  * with an error, which aborts the transaction and everything it wrote.
  * Claims of the 1.0 SQL objects' idempotent_begin are external, as 1.0's
  * were, and so are the written claims of a session that keeps 1.0's rule
@@ -88,7 +90,11 @@
  */
 static dlist_head xact_claims = DLIST_STATIC_INIT(xact_claims);
 static int	xact_nclaims = 0;
+
+/* the keys' locks the transaction's claims took (begin.c), never fewer */
+static int	xact_nlocks = 0;
 static int	xact_nended = 0;
+static int	xact_nwritten_deeper = 0;	/* written deeper than taken */
 static bool xact_callbacks_registered = false;
 
 /* A claim's identity: (owner, scope, key), pointing into its image. */
@@ -217,6 +223,8 @@ xact_claim_free(XactClaim *claim)
 	}
 	if (claim->ended_level != 0)
 		xact_nended--;
+	if (claim->written_level != 0 && claim->written_level != claim->nest_level)
+		xact_nwritten_deeper--;
 	dlist_delete(&claim->node);
 	xact_nclaims--;
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
@@ -267,7 +275,9 @@ xact_claims_xact_callback(XactEvent event, void *arg)
 		default:
 			dlist_init(&xact_claims);
 			xact_nclaims = 0;
+			xact_nlocks = 0;
 			xact_nended = 0;
+			xact_nwritten_deeper = 0;
 			xact_index = NULL;
 			break;
 	}
@@ -285,6 +295,7 @@ xact_claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			level = GetCurrentTransactionNestLevel();
 	dlist_node *cur;
+	dlist_iter	iter;
 	dlist_mutable_iter miter;
 
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
@@ -302,8 +313,33 @@ xact_claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		if (event == SUBXACT_EVENT_ABORT_SUB)
 			xact_claim_free(claim);
 		else
+		{
 			claim->nest_level = level - 1;
+			if (claim->written_level >= level)
+				claim->written_level = level - 1;
+		}
 		cur = prev;
+	}
+
+	/*
+	 * A claim taken above and written here: a rollback takes the record away
+	 * and leaves the claim in memory only, as it was.
+	 */
+	if (xact_nwritten_deeper > 0)
+	{
+		dlist_foreach(iter, &xact_claims)
+		{
+			XactClaim  *claim = dlist_container(XactClaim, node, iter.cur);
+
+			if (claim->written_level < level || claim->written_level == claim->nest_level)
+				continue;
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				claim->written_level = 0;
+			else
+				claim->written_level = level - 1;
+			if (claim->written_level == 0 || claim->written_level == claim->nest_level)
+				xact_nwritten_deeper--;
+		}
 	}
 
 	if (xact_nended == 0)
@@ -369,23 +405,33 @@ XactClaimFind(Datum owner, Datum scope, Datum key)
 }
 
 /*
- * XactClaimAdd
- *		Remember a claim this transaction took, a copy of its image: until
- *		its finish writes it, if it is deferred; until it ends, unless it is
- *		external.
+ * xact_claims_register
+ *		The callbacks that follow the transaction's claims, once per backend.
  */
-XactClaim  *
-XactClaimAdd(const RegistryRow *row, XactClaimKind kind)
+static void
+xact_claims_register(void)
 {
-	MemoryContext oldcontext;
-	XactClaim  *claim;
-
 	if (!xact_callbacks_registered)
 	{
 		RegisterXactCallback(xact_claims_xact_callback, NULL);
 		RegisterSubXactCallback(xact_claims_subxact_callback, NULL);
 		xact_callbacks_registered = true;
 	}
+}
+
+/*
+ * XactClaimAdd
+ *		Remember a claim this transaction took, a copy of its image: until
+ *		its finish writes it, if it is deferred; until it ends, unless it is
+ *		external.
+ */
+XactClaim  *
+XactClaimAdd(const RegistryRow *row, XactClaimKind kind, bool written)
+{
+	MemoryContext oldcontext;
+	XactClaim  *claim;
+
+	xact_claims_register();
 
 	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 	claim = palloc0(sizeof(XactClaim));
@@ -395,6 +441,7 @@ XactClaimAdd(const RegistryRow *row, XactClaimKind kind)
 			claim->row.values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(row->values[i]));
 	claim->kind = kind;
 	claim->nest_level = GetCurrentTransactionNestLevel();
+	claim->written_level = written ? claim->nest_level : 0;
 	dlist_push_tail(&xact_claims, &claim->node);
 	xact_nclaims++;
 	if (xact_index != NULL)
@@ -403,6 +450,43 @@ XactClaimAdd(const RegistryRow *row, XactClaimKind kind)
 		xact_index_build();
 	MemoryContextSwitchTo(oldcontext);
 	return claim;
+}
+
+/*
+ * XactClaimLocked
+ *		A claim took its key's lock, held to the end of the transaction.
+ */
+void
+XactClaimLocked(void)
+{
+	xact_claims_register();
+	xact_nlocks++;
+}
+
+/*
+ * XactClaimLocks
+ *		How many keys' locks the transaction's claims took: those a
+ *		subtransaction's rollback released, or that were given back, stay
+ *		counted.
+ */
+int
+XactClaimLocks(void)
+{
+	return xact_nlocks;
+}
+
+/*
+ * XactClaimWritten
+ *		The claim's record was written now, in the current subtransaction:
+ *		if that rolls back, the claim is in memory only again.
+ */
+void
+XactClaimWritten(XactClaim *claim)
+{
+	Assert(claim->written_level == 0);
+	claim->written_level = GetCurrentTransactionNestLevel();
+	if (claim->written_level != claim->nest_level)
+		xact_nwritten_deeper++;
 }
 
 /*

@@ -201,9 +201,30 @@ ROLLBACK;
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('e-mine');
 \set VERBOSITY sqlstate
-SELECT idempotency.idempotent_checkpoint('e-mine', 'p', attempt => attempt_of('e-mine') - 1);
+SELECT idempotency.idempotent_checkpoint('e-mine', 'p', attempt => (SELECT attempt FROM idempotency.lookup('e-mine')) - 1);
 \set VERBOSITY default
 ROLLBACK;
+-- a default claim lives in memory until its finish; a recovery point writes
+-- its record first, and the finish then ends that record
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('e-written');
+SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'e-written';
+SELECT idempotency.idempotent_checkpoint('e-written', 'p');
+SELECT status, recovery_point FROM idempotency.my_records WHERE key = 'e-written';
+SELECT idempotency.idempotent_finish('e-written', '{"ok": true}');
+SELECT status, recovery_point FROM idempotency.my_records WHERE key = 'e-written';
+COMMIT;
+-- written in a savepoint that rolls back: in memory again, still finished once
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('e-written-sp');
+SAVEPOINT a;
+SELECT idempotency.idempotent_renew('e-written-sp', '1 minute') IS NOT NULL AS renewed;
+SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'e-written-sp';
+ROLLBACK TO a;
+SELECT count(*) AS records FROM idempotency.my_records WHERE key = 'e-written-sp';
+SELECT idempotency.idempotent_finish('e-written-sp', '{"ok": true}');
+COMMIT;
+SELECT status, recovery_point FROM idempotency.my_records WHERE key = 'e-written-sp';
 -- a deferred claim has no steps: 55000
 BEGIN;
 SELECT outcome FROM idempotency.idempotent_begin('e-deferred', defer_claim => true);

@@ -202,15 +202,28 @@ SELECT outcome, length(response->>'blob') FROM idempotency.idempotent_begin('k-b
 SELECT key, scope, status, attempt IS NOT NULL AS attempt, expired FROM idempotency.my_records
  WHERE key IN ('k-steps', 'k-failed', 'k-scoped') ORDER BY key, scope;
 
--- the registry's primary key is (key, scope, owner) and finish is a HOT update
+-- the registry's primary key is (key, scope, owner)
 SELECT pg_get_indexdef('idempotency.registry_pkey'::regclass);
+-- a default claim writes its record once, whole, at finish: one insert, no
+-- update; the finish of a claim written at begin is a HOT update
 -- (this backend's pending table statistics change only by its own work, so
--- the difference across the finish is exactly what the finish did)
+-- the difference across the calls is exactly what they did)
 BEGIN;
+CREATE TEMP TABLE hot_before AS
+	SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'idempotency.registry'::regclass;
 SELECT outcome FROM idempotency.idempotent_begin('k-hot');
+SELECT a.n_tup_ins - b.n_tup_ins AS inserts_at_begin
+  FROM pg_stat_xact_user_tables a, hot_before b WHERE a.relid = 'idempotency.registry'::regclass;
+SELECT idempotency.idempotent_finish('k-hot', '{"ok": true}');
+SELECT a.n_tup_ins - b.n_tup_ins AS inserts, a.n_tup_upd - b.n_tup_upd AS updates
+  FROM pg_stat_xact_user_tables a, hot_before b WHERE a.relid = 'idempotency.registry'::regclass;
+COMMIT;
+DROP TABLE hot_before;
+BEGIN;
+SELECT outcome FROM idempotency.idempotent_begin('k-hot-external', external => true);
 CREATE TEMP TABLE hot_before AS
 	SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'idempotency.registry'::regclass;
-SELECT idempotency.idempotent_finish('k-hot', '{"ok": true}');
+SELECT idempotency.idempotent_finish('k-hot-external', '{"ok": true}');
 SELECT a.n_tup_upd - b.n_tup_upd AS updates, a.n_tup_hot_upd - b.n_tup_hot_upd AS hot_updates
   FROM pg_stat_xact_user_tables a, hot_before b WHERE a.relid = 'idempotency.registry'::regclass;
 COMMIT;
