@@ -72,7 +72,8 @@ DATA_built = $(patsubst sql/%.sql.in,sql/built/%.sql,$(SQL_SOURCES))
 REGRESS = extension_catalog extension_update key keycmp keyfuncs registry registry_errors recovery recovery_own_claim registry_http xactclaims \
 	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
 	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
-	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait planner_guard
+	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait planner_guard \
+	idempotent_call
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress \
 	--temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency

@@ -52,9 +52,17 @@
 #    machine's load vary from run to run, and a rate over a variant's
 #    capacity measures its queue, not its latency).
 #
+# 1b. Throughput with synchronous_commit = on, the same way, for the
+#    minimal, feature-equivalent and default handlers: the ratios a server
+#    with durable commits sees, where each commit's flush narrows them.
+# 4. A large registry: BIG_REGISTRY live records (3 million unless set; 0
+#    skips it) loaded into the registry, as many into the minimal handler's
+#    table, checkpointed, not vacuumed or analyzed; the default execute's
+#    throughput then, as a ratio to its own with the small registry of 1.
+#
 # LOCALE is the database's locale (C.UTF-8 by default, as on a Debian
 # server; C makes text comparison bytewise for the hand-written tables too).
-# Defaults: 4 s per run, 2 clients, 3 rounds: about ten minutes in all.
+# Defaults: 4 s per run, 2 clients, 3 rounds: about fifteen minutes in all.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -205,8 +213,39 @@ for f in floor hand feq feq_tuned feq_fn ext defer reg_min reg_defer; do
 	ratio_line "execute $f / bare" "execute_$f" execute_bare
 done
 
-# 3: latency at a fixed rate, synchronous_commit = on
+# 1b: throughput with durable commits, the ratios that a user's server sees
+durable="execute_hand execute_feq execute_ext replay_hand replay_feq replay_ext"
 pgoptions="-c synchronous_commit=on"
+echo
+echo "==> throughput: synchronous_commit = on, $clients clients, $seconds s per run, $rounds rounds"
+declare -A druns
+for round in $(seq "$rounds"); do
+	order=$durable
+	[ $((round % 2)) -eq 0 ] && order=$(for v in $durable; do echo "$v"; done | tac | tr '\n' ' ')
+	for v in $order; do
+		pgbench_run "$v"
+		sql "CHECKPOINT" >/dev/null
+		druns[$v]="${druns[$v]:-} $run_tps"
+	done
+done
+declare -A saved_runs saved_tps
+for v in $durable; do
+	saved_runs[$v]=${runs[$v]}
+	saved_tps[$v]=${tps[$v]}
+	runs[$v]=${druns[$v]}
+	tps[$v]=$(median ${druns[$v]})
+	printf '   %-19s %10.0f tps  %s\n' "$v" "${tps[$v]}" "$(for t in ${druns[$v]}; do printf ' %.0f' "$t"; done)"
+done
+ratio_line "durable: default execute / minimal hand-written" execute_ext execute_hand
+ratio_line "durable: default execute / feature-equivalent" execute_ext execute_feq
+ratio_line "durable: default replay / minimal hand-written" replay_ext replay_hand
+ratio_line "durable: default replay / feature-equivalent" replay_ext replay_feq
+for v in $durable; do
+	runs[$v]=${saved_runs[$v]}
+	tps[$v]=${saved_tps[$v]}
+done
+
+# 3: latency at a fixed rate, synchronous_commit = on
 variants=$(for v in $variants; do echo "$v"; done | grep -v -e _feq_tuned -e _feq_fn -e _reg_ | tr '\n' ' ')
 reversed=$(for v in $variants; do echo "$v"; done | tac | tr '\n' ' ')
 if [ -z "$rate" ]; then
@@ -248,3 +287,41 @@ for v in $variants; do
 				NR / span, (NR / span < 0.9 * rate ? "   fell behind" : "")
 		}'
 done
+
+# 4: a registry of BIG_REGISTRY live records (3 million by default), and as
+# many keys in the minimal handler's table, loaded in one statement each and
+# checkpointed, without a VACUUM or ANALYZE since: what a service sees after
+# a busy day, the indexes far larger than the empty run's
+big=${BIG_REGISTRY:-3000000}
+if [ "$big" -gt 0 ]; then
+	pgoptions=""
+	echo
+	echo "==> loading $big live records into the registry and into the minimal handler's keys"
+	psql_cluster -c "INSERT INTO idempotency.registry (owner, scope, key, status, attempt, fingerprint,
+			response, created_at, updated_at, expires_at)
+		SELECT owner, scope, 'big' || i, status, attempt, fingerprint, response, created_at,
+			updated_at, now() + interval '1 day'
+		  FROM idempotency.registry, generate_series(1, $big) AS i WHERE key = 'r1'" \
+		-c "INSERT INTO bench_hand_keys (key, status, response, expires_at)
+		SELECT 'big' || i, 'completed', '{\"charged\": 1}', now() + interval '1 day'
+		  FROM generate_series(1, $big) AS i" -c "CHECKPOINT" >/dev/null
+	echo "==> throughput with $big records: synchronous_commit = off, $rounds rounds"
+	declare -A bruns
+	for round in $(seq "$rounds"); do
+		for v in execute_ext execute_hand; do
+			pgbench_run "$v"
+			sql "CHECKPOINT" >/dev/null
+			bruns[$v]="${bruns[$v]:-} $run_tps"
+		done
+	done
+	for v in execute_ext execute_hand; do
+		printf '   %-19s %10.0f tps  %s\n' "$v" "$(median ${bruns[$v]})" \
+			"$(for t in ${bruns[$v]}; do printf ' %.0f' "$t"; done)"
+	done
+	printf '   %-50s %5sx\n' "default execute, $big records / empty registry" \
+		"$(ratio "$(median ${bruns[execute_ext]})" "${tps[execute_ext]}")"
+	printf '   %-50s %5sx\n' "minimal hand-written, $big keys / empty table" \
+		"$(ratio "$(median ${bruns[execute_hand]})" "${tps[execute_hand]}")"
+	printf '   %-50s %5sx\n' "default execute / minimal, both with $big" \
+		"$(ratio "$(median ${bruns[execute_ext]})" "$(median ${bruns[execute_hand]})")"
+fi

@@ -2,7 +2,8 @@
  *
  * api.h
  *	  What the registry's API functions share (begin.c, finish.c,
- *	  lookup.c): the request's fingerprint and their result rows.
+ *	  lookup.c): the request's fingerprint, their result rows, and the
+ *	  finish that idempotent_call runs.
  *
  * Copyright (c) 2026, idempotency developers
  *
@@ -42,6 +43,9 @@ typedef struct ApiResult
 extern ApiResult *RegistryApiResult(FunctionCallInfo fcinfo, ApiResult *cache, const char *own);
 extern int	RegistryApiColumn(TupleDesc desc, const char *name);
 extern int	RegistryApiColumnFind(TupleDesc desc, const char *name);
+
+/* finish.c */
+extern void RegistryApiFinish(Datum key, Datum scope, Jsonb *response);
 
 /* fingerprint.c */
 extern Datum RegistryFingerprint(Jsonb *request);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * begin.c
- *	  idempotent_begin: the claim, its waits, take-over and replay.
+ *	  idempotent_begin: the claim, its waits, take-over and replay; and
+ *	  idempotent_call, which runs a handler under a claim.
  *
  * A record goes through these states:
  *
@@ -60,6 +61,8 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -72,7 +75,10 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/lsyscache.h"
 #include "utils/numeric.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "base/compat.h"
@@ -735,6 +741,56 @@ begin_retry_after(const RegistryRow *rec)
 }
 
 /*
+ * begin_claim
+ *		The claim, once its arguments are read and its times set: with a
+ *		bounded wait, the registry's lock is waited for within
+ *		table_timeout_ms (begin_lock_registry), not the claim's 1 ms.
+ */
+static void
+begin_claim(SqlCall *call, BeginArgs *args, int table_timeout_ms, BeginResult *result)
+{
+	/* a read-only transaction claims nothing; a hot standby locks nothing */
+	args->lock_key = !XactReadOnly && IdempotencyCitusPartMethod(CITUS_REGISTRY) == '\0';
+	/* past the budget, a deferred claim holds nothing, as it did before */
+	if (args->defer_claim && XactClaimLocks() >= begin_lock_budget())
+		args->lock_key = false;
+	args->in_memory = begin_in_memory(args);
+
+	if (args->lock_timeout_ms == 0)
+		begin_loop(call, args, result);
+	else
+	{
+		/* a claim held in memory takes the finish's lock now (begin_attempt) */
+		begin_lock_registry(args->in_memory ? RowExclusiveLock : AccessShareLock,
+							table_timeout_ms, args->key);
+		if (!begin_read_only(call, args, result))
+		{
+			begin_lock_registry(RowExclusiveLock, table_timeout_ms, args->key);
+			begin_bounded(call, args, result);
+		}
+	}
+}
+
+/*
+ * begin_count
+ *		Count a begin's answer in the statistics.
+ */
+static void
+begin_count(const BeginResult *result)
+{
+	if (strcmp(result->outcome, "execute") == 0)
+	{
+		IdempotencyCount(STAT_BEGIN_EXECUTE, 1);
+		if (result->takeover)
+			IdempotencyCount(STAT_TAKEOVER, 1);
+	}
+	else if (strcmp(result->outcome, "replay") == 0)
+		IdempotencyCount(STAT_BEGIN_REPLAY, 1);
+	else
+		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
+}
+
+/*
  * api_begin
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
  *		max_wait, defer_claim[, external]): the 1.0 declaration has no
@@ -793,14 +849,6 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 	res = RegistryApiResult(fcinfo, &result_cache, "outcome");
 
 	SqlCallBegin(&call);
-
-	/* a read-only transaction claims nothing; a hot standby locks nothing */
-	args.lock_key = !XactReadOnly && IdempotencyCitusPartMethod(CITUS_REGISTRY) == '\0';
-	/* past the budget, a deferred claim holds nothing, as it did before */
-	if (args.defer_claim && XactClaimLocks() >= begin_lock_budget())
-		args.lock_key = false;
-	args.in_memory = begin_in_memory(&args);
-
 	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(3), "ttl");
 	if (PG_ARGISNULL(4))
 		args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
@@ -810,36 +858,9 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 		args.lease_until = Min(IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "lease"),
 							   args.expires_at);
 	}
-
-	if (args.lock_timeout_ms == 0)
-		begin_loop(&call, &args, &result);
-	else
-	{
-		/* the registry's own lock is waited for within max_wait, not 1 ms */
-		int			table_timeout_ms = begin_lock_timeout(fcinfo, true, 7);
-
-		/* a claim held in memory takes the finish's lock now (begin_attempt) */
-		begin_lock_registry(args.in_memory ? RowExclusiveLock : AccessShareLock,
-							table_timeout_ms, args.key);
-		if (!begin_read_only(&call, &args, &result))
-		{
-			begin_lock_registry(RowExclusiveLock, table_timeout_ms, args.key);
-			begin_bounded(&call, &args, &result);
-		}
-	}
-
+	begin_claim(&call, &args, begin_lock_timeout(fcinfo, true, 7), &result);
 	SqlCallEnd(&call);
-
-	if (strcmp(result.outcome, "execute") == 0)
-	{
-		IdempotencyCount(STAT_BEGIN_EXECUTE, 1);
-		if (result.takeover)
-			IdempotencyCount(STAT_TAKEOVER, 1);
-	}
-	else if (strcmp(result.outcome, "replay") == 0)
-		IdempotencyCount(STAT_BEGIN_REPLAY, 1);
-	else
-		IdempotencyCount(STAT_BEGIN_IN_PROGRESS, 1);
+	begin_count(&result);
 
 	values = palloc0(res->out->desc->natts * sizeof(Datum));
 	nulls = palloc(res->out->desc->natts * sizeof(bool));
@@ -888,4 +909,150 @@ idempotency_idempotent_begin_1_1(PG_FUNCTION_ARGS)
 {
 	IdempotencyCheckNargs(fcinfo, 10);
 	return api_begin(fcinfo, true);
+}
+
+/*
+ * call_check_handler
+ *		The handler idempotent_call runs: a plain function of one jsonb
+ *		returning jsonb, that the caller may execute.  A STRICT one is not
+ *		run on a NULL request, so it is refused with one rather than
+ *		answered as if it had run.
+ */
+static void
+call_check_handler(Oid handler, bool null_request)
+{
+	HeapTuple	tuple;
+	Form_pg_proc proc;
+
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(handler));
+	if (!HeapTupleIsValid(tuple))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function with OID %u does not exist", handler)));
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	if (proc->prokind != PROKIND_FUNCTION || proc->proretset)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("handler %s is not a function returning one value",
+						format_procedure(handler)),
+				 errhint("The handler is a function taking the request as jsonb and returning the response as jsonb.")));
+	if (proc->pronargs != 1 || proc->proargtypes.values[0] != JSONBOID ||
+		proc->prorettype != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("handler %s must take one jsonb argument and return jsonb",
+						format_procedure(handler))));
+	if (proc->proisstrict && null_request)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("handler %s is STRICT, and the request is null",
+						format_procedure(handler)),
+				 errdetail("A STRICT function is not run on a null argument, so the key would be finished without its work.")));
+	ReleaseSysCache(tuple);
+	if (IdempotencyFunctionAclCheck(handler, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(handler));
+}
+
+/*
+ * call_handler
+ *		Run the handler on the request, as the caller, with the caller's
+ *		settings: through fmgr, which applies a SECURITY DEFINER handler's
+ *		owner and its SET clauses as a call from SQL would.
+ */
+static Jsonb *
+call_handler(Oid handler, Jsonb *request)
+{
+	FmgrInfo	flinfo;
+
+	LOCAL_FCINFO(hfcinfo, 1);
+	Datum		response;
+
+	fmgr_info(handler, &flinfo);
+	InitFunctionCallInfoData(*hfcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
+	hfcinfo->args[0].value = request != NULL ? JsonbPGetDatum(request) : (Datum) 0;
+	hfcinfo->args[0].isnull = request == NULL;
+	response = FunctionCallInvoke(hfcinfo);
+	return hfcinfo->isnull ? NULL : DatumGetJsonbP(response);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_idempotent_call);
+
+/*
+ * idempotency_idempotent_call
+ *		idempotent_call(key, handler, request, scope, ttl, max_wait): claim
+ *		the key as a transactional idempotent_begin does, run the handler on
+ *		the request if the answer is execute, and finish with what it
+ *		returned; the handler's writes are in the caller's transaction and
+ *		commit with the record.  A replay returns the stored response, an
+ *		in_progress answer the retry time, without running the handler.
+ *
+ * One statement instead of three, for a client that would otherwise send
+ * begin, its write and finish separately (and BEGIN and COMMIT around them
+ * in autocommit): one round trip per request.  A handler that fails fails
+ * the statement, and the claim goes with its transaction.  On a registry
+ * that Citus distributes, the handler's writes would not be on the record's
+ * shard: refused.
+ */
+Datum
+idempotency_idempotent_call(PG_FUNCTION_ARGS)
+{
+	static ApiResult result_cache;
+	ApiResult  *res;
+	BeginArgs	args = {0};
+	BeginResult result = {0};
+	SqlCall		call;
+	Oid			handler;
+	Jsonb	   *response = NULL;
+	Datum	   *values;
+	bool	   *nulls;
+
+	IdempotencyCheckNargs(fcinfo, 6);
+	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_2, "calling a handler under a claim");
+	args.key = IdempotencyKeyArg(fcinfo, 0);
+	IdempotencyRequireArg(fcinfo, 1, "handler");
+	handler = PG_GETARG_OID(1);
+	if (!PG_ARGISNULL(2))
+	{
+		args.request = PG_GETARG_JSONB_P(2);
+		args.fingerprint = RegistryFingerprint(args.request);
+	}
+	args.scope = IdempotencyScopeArg(fcinfo, 3);
+	IdempotencyRequireArg(fcinfo, 4, "ttl");
+	if (IdempotencyCitusPartMethod(CITUS_REGISTRY) != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("idempotent_call is not available on a distributed registry"),
+				 errhint("Call idempotent_begin and idempotent_finish around the handler's writes.")));
+	call_check_handler(handler, args.request == NULL);
+	args.lock_timeout_ms = begin_lock_timeout(fcinfo, true, 5);
+
+	res = RegistryApiResult(fcinfo, &result_cache, "outcome");
+
+	SqlCallBegin(&call);
+	args.expires_at = IdempotencyAddPositive(call.now, PG_GETARG_DATUM(4), "ttl");
+	args.lease_until = Min(args.expires_at, call.now + DEFAULT_LEASE_USECS);
+	begin_claim(&call, &args, args.lock_timeout_ms, &result);
+	SqlCallEnd(&call);
+	begin_count(&result);
+
+	if (strcmp(result.outcome, "execute") == 0)
+	{
+		response = call_handler(handler, args.request);
+		RegistryApiFinish(args.key, args.scope, response);
+		RegistryRowSet(&result.rec, RC_status, CStringGetTextDatum("completed"));
+		RegistryRowSet(&result.rec, RC_response, response != NULL ? JsonbPGetDatum(response) : (Datum) 0);
+	}
+
+	values = palloc0(res->out->desc->natts * sizeof(Datum));
+	nulls = palloc(res->out->desc->natts * sizeof(bool));
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	RegistryOutputFill(res->out, &result.rec, values, nulls);
+	values[res->own] = CStringGetTextDatum(result.outcome);
+	nulls[res->own] = false;
+	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
+	{
+		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));
+		nulls[res->retry_after] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
 }

@@ -291,6 +291,41 @@ api_end_claim(Datum key, Datum scope, RegistryAttempt attempt,
 }
 
 /*
+ * api_check_size
+ *		An answer of size bytes (response, body and headers) may be stored.
+ */
+static void
+api_check_size(Datum key, Size size)
+{
+	if (size > (Size) idempotency_max_response_size * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("response for idempotency key \"%s\" is too large to store",
+						IdempotencyKeyDisplay(key)),
+				 errdetail("The response, body and headers take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
+						   size, idempotency_max_response_size)));
+}
+
+/*
+ * RegistryApiFinish
+ *		idempotent_finish(key, response, scope) of this transaction's own
+ *		claim, for idempotent_call (begin.c): response may be NULL.
+ */
+void
+RegistryApiFinish(Datum key, Datum scope, Jsonb *response)
+{
+	RegistryAnswer answer = {0};
+	RegistryAttempt none = {false, 0};
+
+	if (response != NULL)
+	{
+		answer.response = JsonbPGetDatum(response);
+		api_check_size(key, VARSIZE(response));
+	}
+	api_end_claim(key, scope, none, &answer, (Datum) 0);
+}
+
+/*
  * api_attempt_arg
  *		The optional attempt argument.
  */
@@ -393,14 +428,7 @@ idempotency_idempotent_finish(PG_FUNCTION_ARGS)
 		size += VARSIZE(headers);
 	}
 
-	if (size > (Size) idempotency_max_response_size * 1024)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("response for idempotency key \"%s\" is too large to store",
-						IdempotencyKeyDisplay(key)),
-				 errdetail("The response, body and headers take %zu bytes; \"idempotency.max_response_size\" allows %d kB.",
-						   size, idempotency_max_response_size)));
-
+	api_check_size(key, size);
 	api_end_claim(key, scope, api_attempt_arg(fcinfo, 3), &answer,
 				  PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7));
 	PG_RETURN_TEXT_P(cstring_to_text(answer.failed ? "failed" : "completed"));

@@ -1,6 +1,7 @@
 /*
  * The application API, listed once: what grant_usage() grants.  The
- * delegates leave it, being open to everyone; the rest is as in 1.1.
+ * delegates leave it, being open to everyone; idempotent_call joins it; the
+ * rest is as in 1.1.
  */
 CREATE OR REPLACE VIEW idempotency.application_api AS
 	SELECT v.object_type, v.object_name, v.privilege
@@ -8,6 +9,7 @@ CREATE OR REPLACE VIEW idempotency.application_api AS
 			('function', 'idempotent_begin', 'EXECUTE'),
 			('function', 'idempotent_finish', 'EXECUTE'),
 			('function', 'idempotent_abandon', 'EXECUTE'),
+			('function', 'idempotent_call', 'EXECUTE'),
 			('function', 'lookup', 'EXECUTE'),
 			('view', 'my_records', 'SELECT'),
 			('function', 'inbox_receive', 'EXECUTE'),

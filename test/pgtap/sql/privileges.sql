@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_app;
@@ -25,6 +25,10 @@ SELECT function_privs_are('idempotency', 'idempotent_finish', ARRAY['text', 'jso
 	'regress_nobody', ARRAY[]::text[], 'idempotent_finish is revoked from PUBLIC');
 SELECT function_privs_are('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer'],
 	'regress_nobody', ARRAY[]::text[], 'idempotent_abandon is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'idempotent_call', ARRAY['text', 'regprocedure', 'jsonb', 'text', 'interval', 'interval'],
+	'regress_nobody', ARRAY[]::text[], 'idempotent_call is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'idempotent_call', ARRAY['text', 'regprocedure', 'jsonb', 'text', 'interval', 'interval'],
+	'regress_app', ARRAY['EXECUTE'], 'grant_usage gives EXECUTE on idempotent_call');
 SELECT function_privs_are('idempotency', 'grant_usage', ARRAY['regrole'],
 	'regress_app', ARRAY[]::text[], 'grant_usage is for administrators only');
 SELECT function_privs_are('idempotency', 'idempotent_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'boolean', 'boolean', 'interval', 'boolean', 'boolean'],
@@ -67,7 +71,7 @@ SELECT is(
 
 -- roles see only their own records
 SET ROLE regress_app;
-SELECT is((SELECT outcome FROM idempotency.idempotent_begin('pgtap-key')), 'execute', 'a granted role can claim');
+SELECT is((SELECT outcome FROM idempotency.idempotent_begin('pgtap-key', external => true)), 'execute', 'a granted role can claim');
 SELECT is((SELECT count(*)::int FROM idempotency.my_records), 1, 'and sees its record');
 RESET ROLE;
 SELECT is((SELECT owner FROM idempotency.registry WHERE key = 'pgtap-key'), 'regress_app', 'owned by the role''s name');

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(41);
+SELECT plan(42);
 
 SELECT has_schema('idempotency');
 SELECT has_type('idempotency', 'key', 'type idempotency.key exists');
@@ -46,7 +46,7 @@ SELECT functions_are('idempotency', ARRAY[
 	'citus_my_outbox',
 	'citus_my_records', 'citus_my_tokens', 'citus_require_coordinator', 'citus_setup', 'citus_status',
 	'claim_stalled', 'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
-	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin',
+	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin', 'idempotent_call',
 	'idempotent_checkpoint', 'idempotent_finish', 'idempotent_renew', 'inbox_receive', 'inbox_receive_batch', 'issue_token', 'key', 'key_cmp',
 	'key_eq', 'key_ge', 'key_gt', 'key_hash', 'key_hash_extended', 'key_hash_text',
 	'key_hash_text_extended', 'key_in', 'key_le', 'key_lt', 'key_ne', 'key_out', 'key_recv',
@@ -80,6 +80,8 @@ SELECT has_function('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', '
 SELECT function_returns('idempotency', 'idempotent_finish', ARRAY['text', 'jsonb', 'text', 'integer', 'boolean', 'integer', 'bytea', 'interval', 'jsonb'], 'text',
 	'idempotent_finish returns the status it stored (callable as a PL/pgSQL assignment)');
 SELECT has_function('idempotency', 'idempotent_abandon', ARRAY['text', 'text', 'integer']);
+SELECT function_returns('idempotency', 'idempotent_call', ARRAY['text', 'regprocedure', 'jsonb', 'text', 'interval', 'interval'], 'record',
+	'idempotent_call takes the handler as a regprocedure and returns one row');
 SELECT function_returns('idempotency', 'idempotent_checkpoint', ARRAY['text', 'text', 'jsonb', 'text', 'integer'], 'text',
 	'idempotent_checkpoint returns the recovery point it stored (callable as a PL/pgSQL assignment)');
 SELECT function_returns('idempotency', 'idempotent_renew', ARRAY['text', 'interval', 'text', 'integer'], 'timestamp with time zone',
