@@ -143,6 +143,8 @@ typedef struct BeginArgs
 								 * written by its finish (begin_in_memory) */
 	bool		lock_key;		/* a claim that may insert takes the key's
 								 * lock first */
+	bool		locked;			/* this pass took the key's lock */
+	bool		keep_lock;		/* and keeps it: its claim needs it */
 } BeginArgs;
 
 /* What one pass of the claim loop came to (begin_attempt). */
@@ -241,7 +243,8 @@ begin_found(bool found)
 /*
  * begin_reads_first
  *		Whether a begin reads the record before it tries to claim the key:
- *		for a deferred claim, which writes nothing at begin; in a read-only
+ *		for a deferred claim that takes no key's lock (past the
+ *		transaction's budget), which writes nothing at begin; in a read-only
  *		transaction (or on a hot standby), where the claim's INSERT would
  *		fail with 25006 even for a key whose answer is there to replay; and
  *		when most of this backend's recent begins found a record.
@@ -249,7 +252,8 @@ begin_found(bool found)
 static bool
 begin_reads_first(const BeginArgs *args)
 {
-	return args->defer_claim || XactReadOnly || found_share > FOUND_SHARE_READ_FIRST;
+	return (args->defer_claim && !args->lock_key) || XactReadOnly ||
+		found_share > FOUND_SHARE_READ_FIRST;
 }
 
 /*
@@ -296,9 +300,9 @@ begin_in_memory(const BeginArgs *args)
  * index would make the claim's finish fail instead of the duplicate wait.
  */
 static bool
-begin_lock_key(SqlCall *call, const BeginArgs *args, bool may_wait)
+begin_lock_key(SqlCall *call, BeginArgs *args, bool may_wait)
 {
-	if (!args->lock_key)
+	if (!args->lock_key || args->locked)
 		return true;
 	if (!LockRegistryKey(call->owner, args->scope, args->key, true))
 	{
@@ -307,22 +311,23 @@ begin_lock_key(SqlCall *call, const BeginArgs *args, bool may_wait)
 		(void) LockRegistryKey(call->owner, args->scope, args->key, false);
 	}
 	XactClaimLocked();
+	args->locked = true;
 	return true;
 }
 
 /*
  * begin_inserted
- *		A claim's record was inserted: past the transaction's budget of keys'
- *		locks, give the key's back now.  From here the uncommitted row makes
- *		a concurrent insert wait; a duplicate claim held in memory that took
- *		the lock since finds it only at its finish (40001), as defer_claim's
- *		duplicates did.
+ *		A claim's record was inserted: it keeps the key's lock to the end of
+ *		the transaction, so that a claim held in memory by another one waits
+ *		for it, unless the transaction is past its budget of keys' locks.
+ *		Given back, the uncommitted row still makes a concurrent insert
+ *		wait; a duplicate claim held in memory that took the lock since
+ *		finds it only at its finish (40001), as defer_claim's duplicates did.
  */
 static void
-begin_inserted(SqlCall *call, const BeginArgs *args)
+begin_inserted(BeginArgs *args)
 {
-	if (args->lock_key && !args->in_memory && XactClaimLocks() > begin_lock_budget())
-		UnlockRegistryKey(call->owner, args->scope, args->key);
+	args->keep_lock = args->in_memory || XactClaimLocks() <= begin_lock_budget();
 }
 
 /*
@@ -354,7 +359,7 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
 }
 
 /*
- * begin_attempt
+ * begin_pass
  *		One pass of the claim loop.  Returns BEGIN_ANSWERED with *result
  *		filled in when it reached an answer, BEGIN_RETRY when the record
  *		changed under it and the caller should try again, and, if it may
@@ -372,15 +377,14 @@ begin_check_request(BeginArgs *args, const RegistryRow *rec)
  * redeliveries, a burst of retries), and then reads first.  Either order
  * gives the same answers: a claim that conflicts after a read that found
  * nothing (a concurrent claim, not yet committed when read) just loops, and
- * the next read sees the record.  A deferred claim always reads first: it
- * writes nothing at begin.  A claim held in memory takes the key's lock
+ * the next read sees the record.  A claim held in memory takes the key's lock
  * first and then reads: once the lock is ours, no other claim of the key is
  * open, and a record that is not there is not being written.  Reading first
  * without the lock, a claim that found nothing takes the lock and reads
  * again: the holder it waited for may have committed the record since.
  */
 static BeginPass
-begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
+begin_pass(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
 {
 	RegistryRow claim;
 	RegistryRow rec;
@@ -406,14 +410,14 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 
 	if (!read_first && !begin_lock_key(call, args, may_write))
 		return BEGIN_NEEDS_WAIT;
-	if (!read_first && !args->in_memory)
+	if (!read_first && !args->in_memory && !args->defer_claim)
 	{
 		if (!may_write)
 			return BEGIN_NEEDS_WAIT;
 		if (RegistryInsertClaim(call, &claim))
 		{
 			/* nobody has this key, the claim is ours */
-			begin_inserted(call, args);
+			begin_inserted(args);
 			begin_found(false);
 			begin_execute(result, &claim, args, true);
 			return BEGIN_ANSWERED;
@@ -441,7 +445,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 			if (!read_first || !RegistryInsertClaim(call, &claim))
 				return BEGIN_RETRY; /* deleted since, or claimed since the
 									 * read */
-			begin_inserted(call, args);
+			begin_inserted(args);
 			begin_found(false);
 			begin_execute(result, &claim, args, true);
 			return BEGIN_ANSWERED;
@@ -455,6 +459,7 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 		 * transaction's weaker lock, would be a deadlock.
 		 */
 		LockRelationOid(IdempotencyCatalogGet()->relids[IR_REGISTRY], RowExclusiveLock);
+		args->keep_lock = true;
 		begin_found(false);
 		begin_execute(result, &claim, args, false);
 		return BEGIN_ANSWERED;
@@ -504,6 +509,28 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	begin_over(result, &rec);
 	result->takeover = true;
 	return BEGIN_ANSWERED;
+}
+
+/*
+ * begin_attempt
+ *		begin_pass, giving the key's lock back unless the claim needs it: an
+ *		answer read from a committed record (a replay, an in_progress), or a
+ *		claim that overwrote a record, whose row then holds the key, must
+ *		not make the key's next requests wait for this transaction.  Only
+ *		this pass's acquisition is given back; one the transaction held
+ *		before (a claim of the key it finished earlier) stays.
+ */
+static BeginPass
+begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
+{
+	BeginPass	pass;
+
+	args->locked = false;
+	args->keep_lock = false;
+	pass = begin_pass(call, args, result, may_write);
+	if (args->locked && !args->keep_lock)
+		UnlockRegistryKey(call->owner, args->scope, args->key);
+	return pass;
 }
 
 /*
