@@ -306,16 +306,30 @@ if [ "$big" -gt 0 ]; then
 		SELECT 'big' || i, 'completed', '{\"charged\": 1}', now() + interval '1 day'
 		  FROM generate_series(1, $big) AS i" -c "CHECKPOINT" >/dev/null
 	echo "==> throughput with $big records: synchronous_commit = off, $rounds rounds"
-	declare -A bruns
+	declare -A bruns bxacts bwal bfpi
 	for round in $(seq "$rounds"); do
 		for v in execute_ext execute_hand; do
+			start=$(sql "SELECT pg_current_wal_insert_lsn()")
 			pgbench_run "$v"
+			end=$(sql "SELECT pg_current_wal_insert_lsn()")
+			line=$(psql_cluster -At -F ' ' -c "SET synchronous_commit = on" \
+				-c "SELECT pg_logical_emit_message(true, 'bench', 'flush')" \
+				-c "SELECT coalesce(sum(combined_size), 0), coalesce(sum(fpi_size), 0)
+					  FROM pg_get_wal_stats('$start', '$end')" | tail -n 1)
+			read -r wal fpi <<<"$line"
 			sql "CHECKPOINT" >/dev/null
 			bruns[$v]="${bruns[$v]:-} $run_tps"
+			bxacts[$v]=$((${bxacts[$v]:-0} + run_xacts))
+			bwal[$v]=$((${bwal[$v]:-0} + wal))
+			bfpi[$v]=$((${bfpi[$v]:-0} + fpi))
 		done
 	done
+	printf '   %-19s %10s %7s %7s %7s   %s\n' variant "median tps" all records FPI "runs (tps)"
 	for v in execute_ext execute_hand; do
-		printf '   %-19s %10.0f tps  %s\n' "$v" "$(median ${bruns[$v]})" \
+		printf '   %-19s %10.0f %7.0f %7.0f %7.0f  %s\n' "$v" "$(median ${bruns[$v]})" \
+			"$(awk -v a="${bwal[$v]}" -v n="${bxacts[$v]}" 'BEGIN { print a / n }')" \
+			"$(awk -v a="${bwal[$v]}" -v f="${bfpi[$v]}" -v n="${bxacts[$v]}" 'BEGIN { print (a - f) / n }')" \
+			"$(awk -v a="${bfpi[$v]}" -v n="${bxacts[$v]}" 'BEGIN { print a / n }')" \
 			"$(for t in ${bruns[$v]}; do printf ' %.0f' "$t"; done)"
 	done
 	printf '   %-50s %5sx\n' "default execute, $big records / empty registry" \
