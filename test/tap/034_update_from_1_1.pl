@@ -99,6 +99,11 @@ $node->safe_psql('postgres', q{CREATE ROLE consumer_login2 LOGIN IN ROLE consume
 is($node->safe_psql('postgres', q{SELECT idempotency.inbox_receive('orders', 'evt-c')},
 		extra_params => [ '-U', 'consumer_login2' ]), 'f',
 	'which another login of the consumer turns away');
+$node->safe_psql('postgres', q{CREATE FUNCTION public.live_pay(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'});
+is($app->query_safe(q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_call('call', 'public.live_pay(jsonb)', '{"n": 2}', 'live')}),
+	'execute {"n": 2}', 'the update grants idempotent_call to the application roles: the live session calls it');
+is($app->query_safe(q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_call('call', 'public.live_pay(jsonb)', '{"n": 2}', 'live')}),
+	'replay {"n": 2}', 'and replays it');
 $app->quit;
 $consumer->quit;
 

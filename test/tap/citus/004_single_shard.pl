@@ -179,6 +179,17 @@ is($coord->safe_psql('postgres', $steps), "execute\ncompleted",
 	'the same steps sent one by one from a client');
 is(twopc(), $before, 'no two-phase commit for either');
 
+# idempotent_call on a distributed registry: the handler's writes would not
+# be on the record's shard, so it is refused, and nothing is claimed
+($ret, $out, $err) = $coord->psql('postgres', q{
+	SET ROLE app_a;
+	SELECT * FROM idempotency.idempotent_call('call-1', 'pg_catalog.jsonb_strip_nulls(jsonb)', '{}');
+});
+like($err, qr/ERROR:  idempotent_call is not available on a distributed registry/,
+	'idempotent_call is refused on a distributed registry');
+is($coord->safe_psql('postgres', q{SET ROLE app_a; SELECT found FROM idempotency.lookup('call-1')}),
+	'f', 'and claims nothing');
+
 # the remote commands: one connection, as the caller, a plain COMMIT
 ($ret, $out, $err) = $coord->psql('postgres',
 	"SET citus.log_remote_commands = on; SET client_min_messages = log;\n"
