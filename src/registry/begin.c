@@ -274,8 +274,9 @@ begin_lock_budget(void)
  * begin_in_memory
  *		Whether a claim of a key nobody has is held in memory, by the key's
  *		lock, and written once, whole, by its finish: a transactional claim
- *		under READ COMMITTED, in a transaction that may write, on a registry
- *		that is not distributed.  The rest claim by writing the record now:
+ *		under READ COMMITTED, in a transaction that may write and holds
+ *		fewer keys' locks than its budget, on a registry that is not
+ *		distributed.  The rest claim by writing the record now:
  *		an external claim must be visible before it is finished; a
  *		REPEATABLE READ or SERIALIZABLE snapshot would not see the record
  *		a duplicate waited for, so the duplicate would do its work and fail
@@ -529,7 +530,10 @@ begin_attempt(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_writ
 	args->keep_lock = false;
 	pass = begin_pass(call, args, result, may_write);
 	if (args->locked && !args->keep_lock)
+	{
 		UnlockRegistryKey(call->owner, args->scope, args->key);
+		XactClaimUnlocked();
+	}
 	return pass;
 }
 

@@ -26,8 +26,9 @@
  * once, complete, in the same transaction (finish.c), or until a call that
  * needs the record written (a recovery point, a renewal) writes it; a
  * deferred claim (defer_claim => true) is never written before its finish.
- * So a transaction must not commit (or prepare) while such a claim is open: the pre-commit callback refuses it
- * with an error, which aborts the transaction and everything it wrote.
+ * So a transaction must not commit (or prepare) while such a claim is open:
+ * the pre-commit callback refuses it with an error, which aborts the
+ * transaction and everything it wrote.
  * Claims of the 1.0 SQL objects' idempotent_begin are external, as 1.0's
  * were, and so are the written claims of a session that keeps 1.0's rule
  * (idempotency.commit_rule = lease_is_external) while its clients move from
@@ -464,10 +465,21 @@ XactClaimLocked(void)
 }
 
 /*
+ * XactClaimUnlocked
+ *		A begin gave back the key's lock it took (begin.c).
+ */
+void
+XactClaimUnlocked(void)
+{
+	Assert(xact_nlocks > 0);
+	xact_nlocks--;
+}
+
+/*
  * XactClaimLocks
- *		How many keys' locks the transaction's claims took: those a
- *		subtransaction's rollback released, or that were given back, stay
- *		counted.
+ *		How many keys' locks the transaction's claims hold: those a
+ *		subtransaction's rollback released stay counted, so the count is
+ *		never fewer.
  */
 int
 XactClaimLocks(void)

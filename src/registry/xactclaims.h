@@ -49,6 +49,7 @@ extern XactClaim *XactClaimFind(Datum owner, Datum scope, Datum key);
 extern XactClaim *XactClaimAdd(const RegistryRow *claim, XactClaimKind kind, bool written);
 extern void XactClaimWritten(XactClaim *claim);
 extern void XactClaimLocked(void);
+extern void XactClaimUnlocked(void);
 extern int	XactClaimLocks(void);
 extern void XactClaimEnd(XactClaim *claim);
 extern Datum XactClaimsInDatabase(Datum owner);
