@@ -131,6 +131,27 @@ sql() {
 	psql_cluster -Atc "$1"
 }
 
+# measured_run VARIANT: pgbench_run, and the WAL it wrote, in bytes, all
+# and full-page images (sets wal and fpi); then a CHECKPOINT, so that every
+# run starts after one
+measured_run() {
+	local start end line
+	start=$(sql "SELECT pg_current_wal_insert_lsn()")
+	pgbench_run "$1"
+	end=$(sql "SELECT pg_current_wal_insert_lsn()")
+	# pg_walinspect reads only flushed WAL: a synchronous commit of a
+	# transaction that wrote WAL flushes past the range
+	wal=0 fpi=0
+	if [ "$start" != "$end" ]; then
+		line=$(psql_cluster -At -F ' ' -c "SET synchronous_commit = on" \
+			-c "SELECT pg_logical_emit_message(true, 'bench', 'flush')" \
+			-c "SELECT coalesce(sum(combined_size), 0), coalesce(sum(fpi_size), 0)
+				  FROM pg_get_wal_stats('$start', '$end')" | tail -n 1)
+		read -r wal fpi <<<"$line"
+	fi
+	sql "CHECKPOINT" >/dev/null
+}
+
 # 1 and 2: throughput and WAL
 echo "==> throughput: $clients clients, $seconds s per run, $rounds rounds, locale $CLUSTER_LOCALE," \
 	"synchronous_commit = off"
@@ -142,20 +163,7 @@ for round in $(seq "$rounds"); do
 	order=$variants
 	[ $((round % 2)) -eq 0 ] && order=$reversed
 	for v in $order; do
-		start=$(sql "SELECT pg_current_wal_insert_lsn()")
-		pgbench_run "$v"
-		end=$(sql "SELECT pg_current_wal_insert_lsn()")
-		# pg_walinspect reads only flushed WAL: a synchronous commit of a
-		# transaction that wrote WAL flushes past the range
-		wal=0 fpi=0
-		if [ "$start" != "$end" ]; then
-			line=$(psql_cluster -At -F ' ' -c "SET synchronous_commit = on" \
-				-c "SELECT pg_logical_emit_message(true, 'bench', 'flush')" \
-				-c "SELECT coalesce(sum(combined_size), 0), coalesce(sum(fpi_size), 0)
-					  FROM pg_get_wal_stats('$start', '$end')" | tail -n 1)
-			read -r wal fpi <<<"$line"
-		fi
-		sql "CHECKPOINT" >/dev/null
+		measured_run "$v"
 		runs[$v]="${runs[$v]:-} $run_tps"
 		xacts[$v]=$((${xacts[$v]:-0} + run_xacts))
 		walbytes[$v]=$((${walbytes[$v]:-0} + wal))
@@ -309,15 +317,7 @@ if [ "$big" -gt 0 ]; then
 	declare -A bruns bxacts bwal bfpi
 	for round in $(seq "$rounds"); do
 		for v in execute_ext execute_hand; do
-			start=$(sql "SELECT pg_current_wal_insert_lsn()")
-			pgbench_run "$v"
-			end=$(sql "SELECT pg_current_wal_insert_lsn()")
-			line=$(psql_cluster -At -F ' ' -c "SET synchronous_commit = on" \
-				-c "SELECT pg_logical_emit_message(true, 'bench', 'flush')" \
-				-c "SELECT coalesce(sum(combined_size), 0), coalesce(sum(fpi_size), 0)
-					  FROM pg_get_wal_stats('$start', '$end')" | tail -n 1)
-			read -r wal fpi <<<"$line"
-			sql "CHECKPOINT" >/dev/null
+			measured_run "$v"
 			bruns[$v]="${bruns[$v]:-} $run_tps"
 			bxacts[$v]=$((${bxacts[$v]:-0} + run_xacts))
 			bwal[$v]=$((${bwal[$v]:-0} + wal))

@@ -822,6 +822,37 @@ begin_count(const BeginResult *result)
 }
 
 /*
+ * begin_result_datum
+ *		The result row of begin (or idempotent_call) for its answer: the
+ *		record's columns the row has, the outcome, and begin's own columns
+ *		where the row has them.
+ */
+static Datum
+begin_result_datum(const ApiResult *res, const BeginResult *result)
+{
+	Datum	   *values = palloc0(res->out->desc->natts * sizeof(Datum));
+	bool	   *nulls = palloc(res->out->desc->natts * sizeof(bool));
+
+	memset(nulls, true, res->out->desc->natts * sizeof(bool));
+	RegistryOutputFill(res->out, &result->rec, values, nulls);
+	values[res->own] = CStringGetTextDatum(result->outcome);
+	nulls[res->own] = false;
+	if (result->previous_end != NULL && res->previous_attempt >= 0 && res->previous_end >= 0)
+	{
+		values[res->previous_attempt] = Int32GetDatum(result->previous_attempt);
+		nulls[res->previous_attempt] = false;
+		values[res->previous_end] = CStringGetTextDatum(result->previous_end);
+		nulls[res->previous_end] = false;
+	}
+	if (res->retry_after >= 0 && strcmp(result->outcome, "in_progress") == 0)
+	{
+		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result->rec));
+		nulls[res->retry_after] = false;
+	}
+	return HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls));
+}
+
+/*
  * api_begin
  *		idempotent_begin(key, scope, request, ttl, lease, wait, require_token,
  *		max_wait, defer_claim[, external]): the 1.0 declaration has no
@@ -837,8 +868,6 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 	BeginArgs	args = {0};
 	BeginResult result = {0};
 	SqlCall		call;
-	Datum	   *values;
-	bool	   *nulls;
 	Datum		delegated;
 
 	args.key = IdempotencyKeyArg(fcinfo, 0);
@@ -893,26 +922,7 @@ api_begin(FunctionCallInfo fcinfo, bool has_external)
 	SqlCallEnd(&call);
 	begin_count(&result);
 
-	values = palloc0(res->out->desc->natts * sizeof(Datum));
-	nulls = palloc(res->out->desc->natts * sizeof(bool));
-	memset(nulls, true, res->out->desc->natts * sizeof(bool));
-	RegistryOutputFill(res->out, &result.rec, values, nulls);
-	values[res->own] = CStringGetTextDatum(result.outcome);
-	nulls[res->own] = false;
-	if (result.previous_end != NULL && res->previous_attempt >= 0 && res->previous_end >= 0)
-	{
-		values[res->previous_attempt] = Int32GetDatum(result.previous_attempt);
-		nulls[res->previous_attempt] = false;
-		values[res->previous_end] = CStringGetTextDatum(result.previous_end);
-		nulls[res->previous_end] = false;
-	}
-	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
-	{
-		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));
-		nulls[res->retry_after] = false;
-	}
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+	return begin_result_datum(res, &result);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_idempotent_begin);
@@ -1034,8 +1044,6 @@ idempotency_idempotent_call(PG_FUNCTION_ARGS)
 	SqlCall		call;
 	Oid			handler;
 	Jsonb	   *response = NULL;
-	Datum	   *values;
-	bool	   *nulls;
 
 	IdempotencyCheckNargs(fcinfo, 6);
 	IdempotencyRequireSqlVersion(IDEMPOTENCY_SQL_1_2, "calling a handler under a claim");
@@ -1074,16 +1082,5 @@ idempotency_idempotent_call(PG_FUNCTION_ARGS)
 		RegistryRowSet(&result.rec, RC_response, response != NULL ? JsonbPGetDatum(response) : (Datum) 0);
 	}
 
-	values = palloc0(res->out->desc->natts * sizeof(Datum));
-	nulls = palloc(res->out->desc->natts * sizeof(bool));
-	memset(nulls, true, res->out->desc->natts * sizeof(bool));
-	RegistryOutputFill(res->out, &result.rec, values, nulls);
-	values[res->own] = CStringGetTextDatum(result.outcome);
-	nulls[res->own] = false;
-	if (res->retry_after >= 0 && strcmp(result.outcome, "in_progress") == 0)
-	{
-		values[res->retry_after] = Int32GetDatum(begin_retry_after(&result.rec));
-		nulls[res->retry_after] = false;
-	}
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(res->out->desc, values, nulls)));
+	return begin_result_datum(res, &result);
 }
