@@ -73,7 +73,7 @@ REGRESS = extension_catalog extension_update key keycmp keyfuncs registry regist
 	registry_begin_order owner_isolation roles hints cleanup sweep statemachine inbox tokens outbox \
 	locks version_guard stats extension_hostile error_contexts statemachine_limits key_printable \
 	trigger_ddl trigger_paths registry_attempts owner registry_previous registry_max_wait planner_guard \
-	idempotent_call
+	idempotent_call forget_key
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress \
 	--temp-instance=./tmp_check_regress --temp-config=test/idempotency.conf \
 	--encoding=UTF8 --no-locale --load-extension=idempotency

@@ -2,7 +2,8 @@
  *
  * roles.c
  *	  Records belong to a role name: forget_role() and rename_owner(), the
- *	  administrator's tools for DROP ROLE and ALTER ROLE ... RENAME.
+ *	  administrator's tools for DROP ROLE and ALTER ROLE ... RENAME; and
+ *	  forget_key(), the reset of one key.
  *
  * Every registry record, inbox entry, token and outbox message is stored
  * under the name of the role that wrote it (Citus rule 6: a name survives
@@ -40,10 +41,12 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "base/compat.h"
+#include "base/stats.h"
 #include "frame/owner.h"
 #include "frame/sqlcall.h"
 #include "key/args.h"
@@ -217,6 +220,83 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 	SqlCallEnd(&call);
 
 	PG_RETURN_INT64((int64) deleted);
+}
+
+/*
+ * forget_key's statements: $1 role name, $2 key, $3 scope, $4 force.  A
+ * claim still processing and not expired is deleted only by force: its
+ * holder may be doing the work now (work outside the database, under a
+ * lease), and a retry after the delete would do it again.  The condition is
+ * in the DELETE itself, so that a claim written after a separate check
+ * could not be deleted by it; the SELECT only tells "refused" from "none".
+ */
+#define FORGET_KEY_WHERE \
+	" WHERE r.owner OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2" \
+	" AND r.scope OPERATOR(pg_catalog.=) $3"
+
+static const char forget_key_delete_sql[] =
+"DELETE FROM idempotency.registry AS r" FORGET_KEY_WHERE
+" AND ($4 OR r.status OPERATOR(pg_catalog.<>) 'processing'"
+"      OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now())";
+
+static const char forget_key_claimed_sql[] =
+"SELECT r.attempt FROM idempotency.registry AS r" FORGET_KEY_WHERE;
+
+PG_FUNCTION_INFO_V1(idempotency_forget_key);
+
+/*
+ * idempotency_forget_key
+ *		forget_key(role_name, key, scope, force): delete the record of one key
+ *		stored under role_name in this database, so that its next request
+ *		executes; true if there was one.  Counted in the stats and written
+ *		to the server's log, with who did it.
+ *
+ * A claim held in memory by a transaction still open is not a record yet:
+ * there is nothing to forget, and its finish writes one.  The DELETE waits
+ * for a transaction that is finishing the record (its row lock) and then
+ * looks at what it committed.
+ */
+Datum
+idempotency_forget_key(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, BOOLOID};
+	Datum		values[4];
+	SqlCall		call;
+	uint64		deleted;
+
+	IdempotencyCheckNargs(fcinfo, 4);
+	values[0] = roles_name_arg(fcinfo, 0, "role_name");
+	values[1] = IdempotencyKeyArg(fcinfo, 1);
+	values[2] = IdempotencyScopeArg(fcinfo, 2);
+	IdempotencyRequireArg(fcinfo, 3, "force");
+	values[3] = PG_GETARG_DATUM(3);
+
+	SqlCallBegin(&call);
+	deleted = SqlExecuteOnce(forget_key_delete_sql, 4, argtypes, values, SPI_OK_DELETE);
+	if (deleted == 0 &&
+		SqlExecuteOnce(forget_key_claimed_sql, 3, argtypes, values, SPI_OK_SELECT) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" of role \"%s\" is claimed and not finished",
+						IdempotencyKeyDisplay(values[1]),
+						IdempotencyKeyDisplay(values[2]),
+						TextDatumGetCString(values[0])),
+				 errdetail("Its holder may be doing the work now; a request after the record is gone would do it again."),
+				 errhint("Let the claim finish, or its lease run out and take it over; force => true deletes it anyway.")));
+	SqlCallEnd(&call);
+
+	if (deleted > 0)
+	{
+		IdempotencyCount(STAT_KEY_FORGOTTEN, 1);
+		ereport(LOG,
+				(errmsg("idempotency: role \"%s\" forgot the record of key \"%s\" in scope \"%s\" of role \"%s\"",
+						GetUserNameFromId(GetUserId(), false),
+						IdempotencyKeyDisplay(values[1]),
+						IdempotencyKeyDisplay(values[2]),
+						TextDatumGetCString(values[0])),
+				 errhidestmt(true)));
+	}
+	PG_RETURN_BOOL(deleted > 0);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_rename_owner);

@@ -16,7 +16,10 @@
 
 /*
  * Counters of the stats view, in the order of the view's columns as the
- * install script defines them (idempotency.stats).
+ * install script defines them (idempotency.stats).  1.2 added the counters
+ * after STAT_NUM_1_0 as columns after stats_reset (a view may only grow at
+ * its end), so the 1.0 and 1.1 declaration of stats() returns the ones
+ * before it.
  */
 typedef enum IdempotencyStat
 {
@@ -35,7 +38,11 @@ typedef enum IdempotencyStat
 	STAT_TRANSITION_REJECTED,
 	STAT_STALE_WRITE,
 	STAT_ROWS_CLEANED,
+	STAT_BEGIN_WAITED,
+	STAT_KEY_FORGOTTEN,
 	STAT_NUM
 } IdempotencyStat;
+
+#define STAT_NUM_1_0 (STAT_ROWS_CLEANED + 1)
 
 #endif							/* IDEMPOTENCY_STAT_COUNTERS_H */

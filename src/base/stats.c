@@ -84,28 +84,56 @@ stats_require_shmem(void)
 	return false;
 }
 
-PG_FUNCTION_INFO_V1(idempotency_stats);
-
 /*
- * idempotency_stats
- *		One row: every counter, and when they were last reset.
+ * stats_row
+ *		stats()'s one row: the counters before STAT_NUM_1_0, when they were
+ *		last reset, and, if all, the counters 1.2 added after it.
  */
-Datum
-idempotency_stats(PG_FUNCTION_ARGS)
+static Datum
+stats_row(FunctionCallInfo fcinfo, bool all)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[STAT_NUM + 1];
 	bool		nulls[STAT_NUM + 1] = {0};
+	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (!stats_require_shmem())
 		return (Datum) 0;
 
-	for (int i = 0; i < STAT_NUM; i++)
-		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&IdempotencyShared->stats[i]));
-	values[STAT_NUM] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&IdempotencyShared->stats_reset));
+	for (int i = 0; i < STAT_NUM_1_0; i++)
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&IdempotencyShared->stats[i]));
+	values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&IdempotencyShared->stats_reset));
+	if (all)
+		for (int i = STAT_NUM_1_0; i < STAT_NUM; i++)
+			values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&IdempotencyShared->stats[i]));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(idempotency_stats);
+
+/*
+ * idempotency_stats
+ *		The 1.0 and 1.1 declaration: the counters those versions had, and
+ *		when they were last reset.
+ */
+Datum
+idempotency_stats(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(idempotency_stats_1_2);
+
+/*
+ * idempotency_stats_1_2
+ *		Every counter, with stats_reset where 1.0 had it.
+ */
+Datum
+idempotency_stats_1_2(PG_FUNCTION_ARGS)
+{
+	return stats_row(fcinfo, true);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_stats_reset);

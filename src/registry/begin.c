@@ -309,6 +309,7 @@ begin_lock_key(SqlCall *call, BeginArgs *args, bool may_wait)
 	{
 		if (!may_wait)
 			return false;
+		IdempotencyCount(STAT_BEGIN_WAITED, 1);
 		(void) LockRegistryKey(call->owner, args->scope, args->key, false);
 	}
 	XactClaimLocked();

@@ -448,6 +448,7 @@ my %internal = (
 	check_new_triggers => 'the event trigger',
 	cleanup_status => 'behind the cleanup_status view (doc/views.md)',
 	stats => 'behind the stats view (doc/views.md)',
+	metrics => 'behind the metrics view (doc/views.md)',
 	citus_my_records => 'behind my_records under Citus (doc/scaling-out.md)',
 	citus_my_tokens => 'behind my_tokens under Citus (doc/scaling-out.md)',
 	citus_my_outbox => 'behind my_outbox under Citus (doc/scaling-out.md)',

@@ -36,7 +36,21 @@ $node->safe_psql('postgres', q{
 	SELECT idempotency.grant_usage('app');
 	SELECT idempotency.grant_usage('consumer');
 	REVOKE EXECUTE ON FUNCTION idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean) FROM consumer;
+	CREATE ROLE monitor LOGIN IN ROLE pg_monitor;
+	CREATE ROLE auditor LOGIN;
+	GRANT SELECT ON idempotency.stats TO auditor;
+	GRANT EXECUTE ON FUNCTION idempotency.stats() TO auditor;
 });
+
+# a monitoring session through the update: one statement prepared with
+# SELECT *, one naming its columns
+my $monitor = $node->background_psql('postgres', on_error_stop => 0,
+	extra_params => [ '-U', 'monitor' ]);
+my $stale = $node->background_psql('postgres', on_error_stop => 0,
+	extra_params => [ '-U', 'monitor' ]);
+$stale->query_safe(q{PREPARE whole AS SELECT * FROM idempotency.stats});
+$monitor->query_safe(q{PREPARE named AS SELECT finishes >= 0 FROM idempotency.stats});
+is($monitor->query_safe(q{EXECUTE named}), 't', 'under 1.1 the monitor reads the stats');
 
 my $app = $node->background_psql('postgres', on_error_stop => 0,
 	extra_params => [ '-U', 'app_login1' ]);
@@ -104,7 +118,25 @@ is($app->query_safe(q{SELECT outcome || ' ' || response::text FROM idempotency.i
 	'execute {"n": 2}', 'the update grants idempotent_call to the application roles: the live session calls it');
 is($app->query_safe(q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_call('call', 'public.live_pay(jsonb)', '{"n": 2}', 'live')}),
 	'replay {"n": 2}', 'and replays it');
+
+# the stats grow at their end and keep their grants; forget_key and metrics
+is($monitor->query_safe(q{EXECUTE named}), 't', 'a statement naming the stats\' columns keeps working');
+$stale->query(q{EXECUTE whole});
+like($stale->{stderr}, qr/cached plan must not change result type/,
+	'one prepared as SELECT * fails as the upgrade notes say');
+$stale->quit;
+is($monitor->query_safe(q{SELECT keys_forgotten FROM idempotency.stats}), '0', 'the stats count forgotten keys');
+is($node->safe_psql('postgres', q{SELECT begins_waited >= 0 FROM idempotency.stats}, extra_params => [ '-U', 'auditor' ]),
+	't', 'grants on the stats view and its function made under 1.1 hold for the new columns');
+is($node->safe_psql('postgres', q{SELECT idempotency.forget_key('app', 'call', 'live')}), 't',
+	'an administrator forgets a key after the update');
+is($app->query_safe(q{SELECT outcome FROM idempotency.idempotent_call('call', 'public.live_pay(jsonb)', '{"n": 3}', 'live')}),
+	'execute', 'and the live session executes it again');
+is($monitor->query_safe(q{SELECT records > 200 AND stalled_claims = 0 FROM idempotency.metrics}), 't',
+	'the live monitoring session reads the metrics');
+is($monitor->query_safe(q{SELECT keys_forgotten FROM idempotency.stats}), '1', 'and counts the forgotten key');
 $app->quit;
 $consumer->quit;
+$monitor->quit;
 
 done_testing();

@@ -5,7 +5,7 @@
 \pset pager off
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(38);
+SELECT plan(44);
 
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_app;
@@ -59,8 +59,8 @@ SELECT is(
 SELECT is(
 	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
 	  WHERE p.pronamespace = 'idempotency'::regnamespace AND p.prosecdef),
-	ARRAY['define_state_machine', 'drop_state_machine']::name[],
-	'only the two functions that write state machine definitions are SECURITY DEFINER');
+	ARRAY['define_state_machine', 'drop_state_machine', 'metrics']::name[],
+	'only the two functions that write state machine definitions, and metrics, which returns counts, are SECURITY DEFINER');
 
 -- the extension's objects belong to the extension
 SELECT is(
@@ -85,6 +85,17 @@ SELECT function_privs_are('idempotency', 'rename_owner', ARRAY['text', 'text'],
 	'regress_nobody', ARRAY[]::text[], 'rename_owner is revoked from PUBLIC');
 SELECT function_privs_are('idempotency', 'rename_owner', ARRAY['text', 'text'],
 	'regress_app', ARRAY[]::text[], 'grant_usage does not give rename_owner');
+SELECT function_privs_are('idempotency', 'forget_key', ARRAY['text', 'text', 'text', 'boolean'],
+	'regress_nobody', ARRAY[]::text[], 'forget_key is revoked from PUBLIC');
+SELECT function_privs_are('idempotency', 'forget_key', ARRAY['text', 'text', 'text', 'boolean'],
+	'regress_app', ARRAY[]::text[], 'grant_usage does not give forget_key');
+
+-- metrics: counts for pg_monitor, nothing for anyone else
+SELECT table_privs_are('idempotency', 'metrics', 'regress_nobody', ARRAY[]::text[], 'metrics is not open to PUBLIC');
+SELECT table_privs_are('idempotency', 'metrics', 'regress_app', ARRAY[]::text[], 'grant_usage does not give metrics');
+SELECT table_privs_are('idempotency', 'metrics', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor may read metrics');
+SELECT function_privs_are('idempotency', 'metrics', ARRAY[]::text[],
+	'pg_monitor', ARRAY['EXECUTE'], 'pg_monitor may call metrics()');
 
 -- the extension owns its schema: a member of the extension, owned by the
 -- superuser who installed it, and nobody else may create in it

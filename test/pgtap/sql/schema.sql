@@ -46,19 +46,19 @@ SELECT functions_are('idempotency', ARRAY[
 	'citus_my_outbox',
 	'citus_my_records', 'citus_my_tokens', 'citus_require_coordinator', 'citus_setup', 'citus_status',
 	'claim_stalled', 'cleanup', 'cleanup_status', 'consume_token', 'define_state_machine', 'drop_state_machine',
-	'extend_usage', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin', 'idempotent_call',
+	'extend_usage', 'forget_key', 'forget_role', 'grant_usage', 'idempotent_abandon', 'idempotent_begin', 'idempotent_call',
 	'idempotent_checkpoint', 'idempotent_finish', 'idempotent_renew', 'inbox_receive', 'inbox_receive_batch', 'issue_token', 'key', 'key_cmp',
 	'key_eq', 'key_ge', 'key_gt', 'key_hash', 'key_hash_extended', 'key_hash_text',
 	'key_hash_text_extended', 'key_in', 'key_le', 'key_lt', 'key_ne', 'key_out', 'key_recv',
 	'key_send', 'key_text_cmp', 'key_text_eq', 'key_text_ge', 'key_text_gt', 'key_text_le',
-	'key_text_lt', 'key_text_ne', 'lock', 'lookup', 'make_key', 'outbox_ack', 'outbox_fetch',
+	'key_text_lt', 'key_text_ne', 'lock', 'lookup', 'make_key', 'metrics', 'outbox_ack', 'outbox_fetch',
 	'outbox_send', 'owner_name', 'parse_key', 'record_transition', 'rename_owner',
 	'state_history_visible', 'state_machine_transitions', 'state_machines_changed', 'stats',
 	'stats_reset', 'text', 'text_bytewise_cmp', 'text_bytewise_eq', 'text_key_cmp', 'text_key_eq',
 	'text_key_ge', 'text_key_gt', 'text_key_le', 'text_key_lt', 'text_key_ne', 'transition_allowed',
 	'try_lock', 'version_guard'],
 	'the extension defines exactly these functions');
-SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'my_outbox', 'my_records', 'my_stalled_claims', 'my_tokens', 'stats'],
+SELECT views_are('idempotency', ARRAY['application_api', 'cleanup_status', 'metrics', 'my_outbox', 'my_records', 'my_stalled_claims', 'my_tokens', 'stats'],
 	'the extension defines exactly these views');
 SELECT tables_are('idempotency', ARRAY['application_roles', 'inbox', 'outbox', 'registry', 'state_history', 'state_machines', 'tokens'],
 	'the extension defines exactly these tables');
