@@ -794,9 +794,20 @@ RegistryLookup(SqlCall *call, Datum scope, Datum key, RegistryRow *rec)
 static void
 registry_row_read(RegistryRow *row, HeapTuple tuple, TupleDesc desc, int ncolumns)
 {
-	if (ncolumns < registry_columns_of(IDEMPOTENCY_SQL_1_0) || ncolumns > REGISTRY_NCOLUMNS)
+	/* the record's columns, and one more (claim_stalled's previous attempt) */
+	Datum		values[REGISTRY_NCOLUMNS + 1];
+	bool		nulls[REGISTRY_NCOLUMNS + 1];
+
+	if (ncolumns < registry_columns_of(IDEMPOTENCY_SQL_1_0) || ncolumns > REGISTRY_NCOLUMNS ||
+		desc->natts > REGISTRY_NCOLUMNS + 1)
 		elog(ERROR, "registry row has %d columns, expected %d to %d",
 			 ncolumns, registry_columns_of(IDEMPOTENCY_SQL_1_0), REGISTRY_NCOLUMNS);
+
+	/*
+	 * In one pass: heap_getattr of each column would walk the tuple from its
+	 * start past every variable-length column before it.
+	 */
+	heap_deform_tuple(tuple, desc, values, nulls);
 	for (int i = 0; i < REGISTRY_NCOLUMNS; i++)
 	{
 		row->values[i] = (Datum) 0;
@@ -804,7 +815,8 @@ registry_row_read(RegistryRow *row, HeapTuple tuple, TupleDesc desc, int ncolumn
 		if (i >= ncolumns)
 			continue;
 		Assert(strcmp(NameStr(TupleDescAttr(desc, i)->attname), registry_columns[i].name) == 0);
-		row->values[i] = heap_getattr(tuple, i + 1, desc, &row->nulls[i]);
+		row->values[i] = values[i];
+		row->nulls[i] = nulls[i];
 	}
 	row->status = registry_status_decode(row->values[RC_status]);
 }
