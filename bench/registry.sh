@@ -316,6 +316,7 @@ done
 # full-page image of nearly every leaf it touches, that inflates the
 # default's full-page images for a reason no user has.  Here both tables are
 # cut back to their 100000 replay keys, and the two variants run in turn.
+pgoptions=""
 echo
 echo "==> WAL per new key, the registry and the minimal handler's keys holding the same 100000 rows:" \
 	"synchronous_commit = off, $rounds rounds"

@@ -322,4 +322,24 @@ is( $coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.my_outbox},
 	$coord->safe_psql('postgres', q{SELECT count(*) FROM idempotency.outbox}),
 	'and the renamed role sees them in my_outbox');
 
+# --- an administrator's reset of one key, and the metrics, over the shards -------
+
+$coord->safe_psql('postgres', q{
+	SET ROLE app_renamed;
+	BEGIN;
+	SELECT idempotency.idempotent_begin('forget-me');
+	SELECT idempotency.idempotent_finish('forget-me', '{"n": 1}');
+	COMMIT;
+});
+is($coord->safe_psql('postgres', q{SELECT idempotency.forget_key('app_renamed', 'forget-me')}), 't',
+	'forget_key deletes a record on its shard');
+is( $coord->safe_psql('postgres', q{SELECT found FROM idempotency.lookup('forget-me')},
+		extra_params => [ '-U', 'app_renamed' ]),
+	'f', 'and the key is gone for its role');
+is( $coord->safe_psql('postgres', q{
+	SELECT m.records = (SELECT count(*) FROM idempotency.registry)
+	   AND m.outbox_pending = (SELECT count(*) FROM idempotency.outbox WHERE delivered_at IS NULL)
+	  FROM idempotency.metrics AS m}),
+	't', 'metrics counts the records and the outbox of every shard');
+
 done_testing();
