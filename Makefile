@@ -127,7 +127,19 @@ sql/built/%.sql: sql/%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256
 	@mkdir -p sql/built
 	perl sql/include.pl sql/released.sha256 $< $@
 
-.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb
+# The portable edition, for servers where the library cannot be loaded: one
+# script a database owner runs (doc/portable.md), written from the same
+# sources; its path is the last line of the output.
+PORTABLE_SCRIPT = sql/built/$(EXTENSION)-portable--$(EXTVERSION).sql
+
+$(PORTABLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sha256
+	@mkdir -p sql/built
+	perl sql/include.pl --edition=portable sql/released.sha256 $(SQL_SOURCES) $@
+
+portable: $(PORTABLE_SCRIPT)
+	@echo $(abspath $(PORTABLE_SCRIPT))
+
+.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable
 
 # The TAP tests alone (PGXS runs them last in installcheck), each test
 # starting its own servers: make prove_installcheck PROVE_TESTS=test/tap/010_readme.pl

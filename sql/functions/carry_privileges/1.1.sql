@@ -38,6 +38,7 @@ BEGIN
 								  THEN ' WITH GRANT OPTION' ELSE '' END);
 	END LOOP;
 
+#if c
 	DELETE FROM pg_catalog.pg_init_privs
 	 WHERE objoid OPERATOR(pg_catalog.=) new_fn
 	   AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
@@ -48,6 +49,7 @@ BEGIN
 	 WHERE i.objoid OPERATOR(pg_catalog.=) old_fn
 	   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
 	   AND i.objsubid OPERATOR(pg_catalog.=) 0;
+#endif
 END;
 $$;
 

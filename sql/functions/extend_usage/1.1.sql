@@ -55,6 +55,7 @@ BEGIN
 								  object_name, pg_catalog.pg_get_userbyid(app.grantee));
 	END LOOP;
 
+#if c
 	DELETE FROM pg_catalog.pg_init_privs
 	 WHERE objoid OPERATOR(pg_catalog.=) target
 	   AND classoid OPERATOR(pg_catalog.=) target_class
@@ -62,6 +63,7 @@ BEGIN
 	IF saved.objoid IS NOT NULL THEN
 		INSERT INTO pg_catalog.pg_init_privs SELECT saved.*;
 	END IF;
+#endif
 END;
 $$;
 

@@ -46,6 +46,7 @@ BEGIN
 								  object_name, app.role_name);
 	END LOOP;
 
+#if c
 	DELETE FROM pg_catalog.pg_init_privs
 	 WHERE objoid OPERATOR(pg_catalog.=) target
 	   AND classoid OPERATOR(pg_catalog.=) target_class
@@ -53,5 +54,6 @@ BEGIN
 	IF saved.objoid IS NOT NULL THEN
 		INSERT INTO pg_catalog.pg_init_privs SELECT saved.*;
 	END IF;
+#endif
 END;
 $$;

@@ -1,0 +1,130 @@
+# The portable edition: make portable writes one script that the database's
+# owner, not a superuser, runs with psql into a database of a server that
+# never loads the C library.  It creates the C edition's API: every function
+# with the same arguments, defaults and result, every view with the same
+# columns, every table, but for the C key type's support functions (I/O,
+# comparison, hashing: the domain has text's); a function it does not carry
+# yet raises feature_not_supported; the tables stay the installer's, and an
+# application role gets what grant_usage grants and nothing else.
+
+use strict;
+use warnings FATAL => 'all';
+
+use File::Basename qw(dirname);
+use File::Spec;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $top = File::Spec->rel2abs(dirname(__FILE__) . '/../..');
+
+# make portable: the script's path is the last line
+my ($stdout, $stderr);
+my $built = IPC::Run::run([ 'make', '-s', '--no-print-directory', '-C', $top, 'portable' ],
+	'>', \$stdout, '2>', \$stderr);
+ok($built, 'make portable builds the script') or diag($stderr);
+my ($script) = $stdout =~ /([^\n]+)\n?\z/;
+ok(defined $script && -r $script, 'and prints its path last');
+my $text = PostgreSQL::Test::Utils::slurp_file($script);
+unlike($text, qr/MODULE_PATHNAME|LANGUAGE\s+C\b|\$libdir/, 'it names no C library');
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE ROLE owner LOGIN;
+	CREATE DATABASE app OWNER owner;
+	CREATE DATABASE c_edition;
+	CREATE ROLE app_role LOGIN;
+	CREATE ROLE nobody LOGIN;
+	CREATE ROLE watcher LOGIN IN ROLE pg_monitor;
+});
+$node->safe_psql('c_edition', 'CREATE EXTENSION idempotency');
+
+# the database's owner installs it, as a migration would
+my ($rc, $out, $err) = $node->psql('app', undef,
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
+is($rc, 0, 'the database owner runs the script with ON_ERROR_STOP') or diag($err);
+is($node->safe_psql('app', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'owner'}), 'f',
+	'who is not a superuser');
+($rc, $out, $err) = $node->psql('app', undef,
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
+like($err, qr/schema "idempotency" already exists/, 'a second run changes nothing: the schema is there');
+
+# the same API as the C edition's
+my $functions = q{
+	SELECT p.proname || '(' || pg_get_function_arguments(p.oid) || ') ' || pg_get_function_result(p.oid)
+		   || ' ' || p.provolatile::text || p.proparallel::text || CASE WHEN p.proisstrict THEN ' strict' ELSE '' END
+		   || CASE WHEN p.proretset THEN ' setof' ELSE '' END
+	  FROM pg_proc AS p WHERE p.pronamespace = 'idempotency'::regnamespace ORDER BY 1};
+my %c = map { $_ => 1 } split /\n/, $node->safe_psql('c_edition', $functions);
+my %portable = map { $_ => 1 } split /\n/, $node->safe_psql('app', $functions);
+my $type_support = qr/^(key_(cmp|eq|ne|lt|le|gt|ge|hash|hash_extended|hash_text|hash_text_extended|in|out|recv|send)|key_text_\w+|text_key_\w+|text_bytewise_\w+)\(/;
+my @missing = grep { !$portable{$_} && $_ !~ $type_support } sort keys %c;
+my @extra = grep { !$c{$_} && !/^not_portable\(/ } sort keys %portable;
+is_deeply(\@missing, [], 'every function of the C edition, with its arguments, defaults, result and volatility')
+  or diag(explain(\@missing));
+is_deeply(\@extra, [], 'and none it lacks but not_portable') or diag(explain(\@extra));
+ok(scalar(grep { $_ =~ $type_support } keys %c) >= 30, 'the C type\'s support functions are what is left out');
+
+my $relations = q{
+	SELECT c.relname || ' ' || c.relkind::text || ': ' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+	  FROM pg_class AS c JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+	 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'v')
+	 GROUP BY c.relname, c.relkind ORDER BY 1};
+is($node->safe_psql('app', $relations), $node->safe_psql('c_edition', $relations),
+	'every table and view, with the same columns');
+is($node->safe_psql('app', q{SELECT format_type(typbasetype, NULL) || ' ' || (SELECT collname FROM pg_collation WHERE oid = typcollation) FROM pg_type WHERE oid = 'idempotency.key'::regtype}),
+	'text C', 'the key is a domain over text compared bytewise');
+
+# nothing of the library in a backend that uses it (where a backend of the C
+# edition's database shows it)
+sub maps_of
+{
+	my ($backend) = @_;
+	return eval { PostgreSQL::Test::Utils::slurp_file("/proc/$backend/maps") } // '';
+}
+my $c_session = $node->background_psql('c_edition');
+my $c_backend = $c_session->query_safe(q{SELECT pg_backend_pid()});
+$c_session->query_safe(q{SELECT idempotency.make_key('a', 'b', 'c')});
+my $c_maps = maps_of($c_backend);
+$c_session->quit;
+my $maps_session = $node->background_psql('app', on_error_stop => 0, extra_params => [ '-U', 'owner' ]);
+my $backend = $maps_session->query_safe(q{SELECT pg_backend_pid()});
+$maps_session->query_safe(q{SELECT count(*) FROM idempotency.metrics});
+$maps_session->query(q{SELECT idempotency.make_key('a', 'b', 'c')});
+my $maps = maps_of($backend);
+SKIP:
+{
+	skip 'no /proc to read', 2 unless $maps && $c_maps;
+	like($c_maps, qr/idempotency\.so/, 'a backend of the C edition maps the library');
+	unlike($maps, qr/idempotency\.so/, 'one that used the portable edition never loaded it');
+}
+$maps_session->quit;
+
+# what is not carried yet says so, in every transaction context
+for my $call ("SELECT idempotency.idempotent_begin('k')",
+	"BEGIN; SELECT idempotency.lookup('k'); COMMIT",
+	"BEGIN; SAVEPOINT s; SELECT idempotency.inbox_receive('c', 'm'); COMMIT",
+	"SELECT * FROM idempotency.claim_stalled()")
+{
+	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);
+	like($err, qr/0A000: function idempotency\.\w+ is not in the portable edition/, "0A000 from: $call");
+}
+
+# privileges: the installer's tables, the application's EXECUTE
+$node->safe_psql('app', q{SELECT idempotency.grant_usage('app_role')}, extra_params => [ '-U', 'owner' ]);
+is($node->safe_psql('app', q{SELECT has_function_privilege('app_role', 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)', 'EXECUTE')}),
+	't', 'grant_usage grants the API');
+is($node->safe_psql('app', q{SELECT count(*) FROM pg_class WHERE relnamespace = 'idempotency'::regnamespace AND relkind = 'r' AND (has_table_privilege('app_role', oid, 'SELECT') OR has_table_privilege('app_role', oid, 'INSERT') OR has_table_privilege('app_role', oid, 'UPDATE') OR has_table_privilege('app_role', oid, 'DELETE'))}),
+	'2', 'and no table but state_machines and state_history (row-level security), which everyone reads');
+is($node->safe_psql('app', q{SELECT has_function_privilege('nobody', 'idempotency.idempotent_begin(text, text, jsonb, interval, interval, boolean, boolean, interval, boolean, boolean)', 'EXECUTE') OR has_function_privilege('nobody', 'idempotency.forget_key(text, text, text, boolean)', 'EXECUTE')}),
+	'f', 'a role without it may not call the API or the administration');
+is($node->safe_psql('app', q{SELECT count(*) FROM pg_class WHERE relnamespace = 'idempotency'::regnamespace AND relkind = 'r' AND relowner <> 'owner'::regrole}),
+	'0', 'the tables belong to the database owner who installed it');
+is($node->safe_psql('app', q{SELECT records FROM idempotency.metrics}, extra_params => [ '-U', 'watcher' ]),
+	'0', 'a pg_monitor role reads the metrics');
+
+$node->stop;
+done_testing();
