@@ -62,10 +62,10 @@ my %c = map { $_ => 1 } split /\n/, $node->safe_psql('c_edition', $functions);
 my %portable = map { $_ => 1 } split /\n/, $node->safe_psql('app', $functions);
 my $type_support = qr/^(key_(cmp|eq|ne|lt|le|gt|ge|hash|hash_extended|hash_text|hash_text_extended|in|out|recv|send)|key_text_\w+|text_key_\w+|text_bytewise_\w+)\(/;
 my @missing = grep { !$portable{$_} && $_ !~ $type_support } sort keys %c;
-my @extra = grep { !$c{$_} && !/^not_portable\(/ } sort keys %portable;
+my @extra = grep { !$c{$_} && !/^(not_portable|portable_\w+)\(/ } sort keys %portable;
 is_deeply(\@missing, [], 'every function of the C edition, with its arguments, defaults, result and volatility')
   or diag(explain(\@missing));
-is_deeply(\@extra, [], 'and none it lacks but not_portable') or diag(explain(\@extra));
+is_deeply(\@extra, [], 'and none it lacks but not_portable and the portable_ helpers') or diag(explain(\@extra));
 ok(scalar(grep { $_ =~ $type_support } keys %c) >= 30, 'the C type\'s support functions are what is left out');
 
 my $relations = q{
@@ -102,6 +102,45 @@ SKIP:
 	unlike($maps, qr/idempotency\.so/, 'one that used the portable edition never loaded it');
 }
 $maps_session->quit;
+
+# what the portable edition carries answers as the C edition does: each
+# input, its result or its error (SQLSTATE, message, detail), in both
+my $same_answers = q{
+CREATE FUNCTION pg_temp.answer(call text, arg text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	result text;
+	st text;
+	msg text;
+	detail text;
+BEGIN
+	EXECUTE call INTO result USING arg;
+	RETURN 'ok ' || coalesce(result, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+	RETURN st || ' ' || msg || ' / ' || coalesce(detail, '');
+END $$;
+SELECT c.call || ' ' || coalesce(a.arg, 'NULL') || ': ' || pg_temp.answer(c.call, a.arg)
+  FROM (VALUES ('SELECT idempotency.key($1)::text'), ('SELECT idempotency.text(idempotency.key($1))'),
+			   ('SELECT idempotency.make_key($1, ''b'', ''c'')::text'), ('SELECT idempotency.make_key(''a'', $1, ''c'', ''v2'')::text'),
+			   ('SELECT idempotency.make_key(''a'', ''b'', $1)::text'), ('SELECT idempotency.make_key(''a'', ''b'', ''c'', $1)::text'),
+			   ('SELECT string_agg(row(p.*)::text, '';'') FROM idempotency.parse_key($1) AS p'),
+			   ('SELECT string_agg(row(p.*)::text, '';'') FROM idempotency.parse_key(idempotency.make_key(''p'', $1, ''o'')) AS p')) AS c(call),
+	   (VALUES ('abc'), ('order-42'), (''), (' a'), ('a '), ('a b'), (repeat('x', 255)), (repeat('x', 256)),
+			   (repeat('é', 128)), (E'a\tb'), (E'a\x01b'), (E'a\x7fb'), (E'a\u0085b'), (E'a\u00adb'),
+			   (E'a\u2028b'), (E'a\ufdd0b'), (E'a\uffffb'), (E'\u200bz'), (E'a\u00a0b'), (E'\u00a0a'),
+			   (E'a\u3000'), (E'a\\b'), ('é'), (E'\U0001F600'), (E'\U000E0041x'), (E'\u2066x'),
+			   (repeat('é', 40) || E'\u0001'), (repeat('ab', 40) || ' '), (NULL),
+			   ('a:b'), (':'), ('pay:42:charge:v1:0d3ad7d4'), ('pay:42:charge:v1:0D3AD7D4'), ('pay:42:charge:v1:zz3ad7d4'),
+			   ('pay:42:charge:v1:0d3ad7d'), ('pay::charge:v1:0d3ad7d4'), ('a:b:c:d:e:f'), (repeat('y', 250))) AS a(arg)
+ ORDER BY c.call, a.arg COLLATE "C"};
+my $key_answers = $node->safe_psql('c_edition', $same_answers);
+my %c_answer = map { $_ => 1 } split /\n/, $key_answers;
+my @portable_answers = split /\n/, $node->safe_psql('app', $same_answers, extra_params => [ '-U', 'owner' ]);
+is_deeply([ grep { !$c_answer{$_} } @portable_answers ], [],
+	'key(), text(), make_key() and parse_key() answer every input, valid and not, as the C edition does');
+is(scalar(@portable_answers), scalar(keys %c_answer), '(as many answers)');
+like($key_answers, qr/22P02 invalid input syntax for type idempotency\.key: "a\\xc2\\x85b" \/ An idempotency key must not contain control characters: U\+0085 at position 2\./,
+	'(the comparison sees the C edition\'s messages)');
 
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
