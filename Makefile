@@ -85,7 +85,7 @@ ISOLATION = registry_begin_commit registry_read_first registry_begin_rollback re
 	tokens_race registry_max_wait_bound xactclaims_order xactclaims_defer_race locks_key_space \
 	transition_partition_move outbox_relay_race outbox_ack_vs_lease outbox_order owner_locks \
 	registry_default_wait_race registry_previous_race recovery_checkpoint_vs_takeover \
-	recovery_renew_vs_takeover registry_in_memory
+	recovery_renew_vs_takeover registry_in_memory forget_key_race
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation --temp-instance=./tmp_check_iso \
 	--temp-config=test/idempotency.conf --load-extension=idempotency
 

@@ -90,14 +90,14 @@ sub not_portable_body
 	}
 	# PL/pgSQL refuses an OUT parameter named as an IN one; SQL does not
 	return "${head}LANGUAGE sql$attributes\n"
-	  . "SET search_path = pg_catalog, pg_temp\n"
+	  . ($attributes =~ /\bSET\s+search_path\b/ ? '' : "SET search_path = pg_catalog, pg_temp\n")
 	  . "AS \$not_portable\$\n"
 	  . "SELECT " . join(', ', map { "NULL::$_" } @out) . "\n"
 	  . " WHERE idempotency.not_portable('$name')\n"
 	  . "\$not_portable\$;"
 	  if $clash;
 	return "${head}LANGUAGE plpgsql$attributes\n"
-	  . "SET search_path = pg_catalog, pg_temp\n"
+	  . ($attributes =~ /\bSET\s+search_path\b/ ? '' : "SET search_path = pg_catalog, pg_temp\n")
 	  . "AS \$not_portable\$\n"
 	  . "BEGIN\n"
 	  . "\tPERFORM idempotency.not_portable('$name');\n"

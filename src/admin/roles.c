@@ -223,24 +223,25 @@ idempotency_forget_role(PG_FUNCTION_ARGS)
 }
 
 /*
- * forget_key's statements: $1 role name, $2 key, $3 scope, $4 force.  A
- * claim still processing and not expired is deleted only by force: its
- * holder may be doing the work now (work outside the database, under a
- * lease), and a retry after the delete would do it again.  The condition is
- * in the DELETE itself, so that a claim written after a separate check
- * could not be deleted by it; the SELECT only tells "refused" from "none".
+ * forget_key's statements: $1 role name, $2 key, $3 scope.  The record is
+ * read first, and deleted only as it was read ($4 its attempt, $5 its
+ * updated_at): a claim not finished is refused before anything is deleted,
+ * and a record that another transaction changed meanwhile (a finish, a
+ * take-over of an expired record by a request still running) is not
+ * deleted in a version the caller never saw.
  */
 #define FORGET_KEY_WHERE \
 	" WHERE r.owner OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2" \
 	" AND r.scope OPERATOR(pg_catalog.=) $3"
 
+static const char forget_key_read_sql[] =
+"SELECT r.attempt, r.updated_at, r.status OPERATOR(pg_catalog.=) 'processing'"
+" AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()"
+" FROM idempotency.registry AS r" FORGET_KEY_WHERE;
+
 static const char forget_key_delete_sql[] =
 "DELETE FROM idempotency.registry AS r" FORGET_KEY_WHERE
-" AND ($4 OR r.status OPERATOR(pg_catalog.<>) 'processing'"
-"      OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now())";
-
-static const char forget_key_claimed_sql[] =
-"SELECT r.attempt FROM idempotency.registry AS r" FORGET_KEY_WHERE;
+" AND r.attempt OPERATOR(pg_catalog.=) $4 AND r.updated_at OPERATOR(pg_catalog.=) $5";
 
 PG_FUNCTION_INFO_V1(idempotency_forget_key);
 
@@ -251,52 +252,67 @@ PG_FUNCTION_INFO_V1(idempotency_forget_key);
  *		executes; true if there was one.  Counted in the stats and written
  *		to the server's log, with who did it.
  *
- * A claim held in memory by a transaction still open is not a record yet:
- * there is nothing to forget, and its finish writes one.  The DELETE waits
- * for a transaction that is finishing the record (its row lock) and then
- * looks at what it committed.
+ * A claim not finished (processing, not expired) is deleted only by force:
+ * its holder may be doing the work now (outside the database, under a
+ * lease), and a request after the delete would do it again.  A finish not
+ * committed yet leaves the claim a claim.  A claim held in memory by a
+ * transaction still open is not a record: there is nothing to forget, and
+ * its finish writes one.  A record that changed while the DELETE waited for
+ * the transaction changing it is a serialization failure: the caller looks
+ * again at what it holds now.
  */
 Datum
 idempotency_forget_key(PG_FUNCTION_ARGS)
 {
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, BOOLOID};
-	Datum		values[4];
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum		values[5];
+	bool		force;
+	bool		isnull;
+	bool		claimed;
+	char	   *role;
 	SqlCall		call;
-	uint64		deleted;
 
 	IdempotencyCheckNargs(fcinfo, 4);
 	values[0] = roles_name_arg(fcinfo, 0, "role_name");
 	values[1] = IdempotencyKeyArg(fcinfo, 1);
 	values[2] = IdempotencyScopeArg(fcinfo, 2);
 	IdempotencyRequireArg(fcinfo, 3, "force");
-	values[3] = PG_GETARG_DATUM(3);
+	force = PG_GETARG_BOOL(3);
+	role = IdempotencyKeyDisplay(values[0]);
 
 	SqlCallBegin(&call);
-	deleted = SqlExecuteOnce(forget_key_delete_sql, 4, argtypes, values, SPI_OK_DELETE);
-	if (deleted == 0 &&
-		SqlExecuteOnce(forget_key_claimed_sql, 3, argtypes, values, SPI_OK_SELECT) > 0)
+	if (SqlExecuteOnce(forget_key_read_sql, 3, argtypes, values, SPI_OK_SELECT) == 0)
+	{
+		SqlCallEnd(&call);
+		PG_RETURN_BOOL(false);
+	}
+	values[3] = SqlResult(0, 1, &isnull);
+	values[4] = SqlResult(0, 2, &isnull);
+	claimed = DatumGetBool(SqlResult(0, 3, &isnull));
+	if (claimed && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("idempotency key \"%s\" in scope \"%s\" of role \"%s\" is claimed and not finished",
-						IdempotencyKeyDisplay(values[1]),
-						IdempotencyKeyDisplay(values[2]),
-						TextDatumGetCString(values[0])),
+						IdempotencyKeyDisplay(values[1]), IdempotencyKeyDisplay(values[2]), role),
 				 errdetail("Its holder may be doing the work now; a request after the record is gone would do it again."),
 				 errhint("Let the claim finish, or its lease run out and take it over; force => true deletes it anyway.")));
+	if (SqlExecuteOnce(forget_key_delete_sql, 5, argtypes, values, SPI_OK_DELETE) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the record of idempotency key \"%s\" in scope \"%s\" of role \"%s\" changed while forget_key waited for it",
+						IdempotencyKeyDisplay(values[1]), IdempotencyKeyDisplay(values[2]), role),
+				 errdetail("Another transaction finished, took over or deleted it; nothing was deleted."),
+				 errhint("Call forget_key again to forget what the key holds now.")));
 	SqlCallEnd(&call);
 
-	if (deleted > 0)
-	{
-		IdempotencyCount(STAT_KEY_FORGOTTEN, 1);
-		ereport(LOG,
-				(errmsg("idempotency: role \"%s\" forgot the record of key \"%s\" in scope \"%s\" of role \"%s\"",
-						GetUserNameFromId(GetUserId(), false),
-						IdempotencyKeyDisplay(values[1]),
-						IdempotencyKeyDisplay(values[2]),
-						TextDatumGetCString(values[0])),
-				 errhidestmt(true)));
-	}
-	PG_RETURN_BOOL(deleted > 0);
+	IdempotencyCount(STAT_KEY_FORGOTTEN, 1);
+	ereport(LOG,
+			(errmsg("idempotency: role \"%s\" forgot the record of key \"%s\" in scope \"%s\" of role \"%s\"",
+					IdempotencyDisplayValue(GetUserNameFromId(GetUserId(), false),
+											strlen(GetUserNameFromId(GetUserId(), false))),
+					IdempotencyKeyDisplay(values[1]), IdempotencyKeyDisplay(values[2]), role),
+			 errhidestmt(true)));
+	PG_RETURN_BOOL(true);
 }
 
 PG_FUNCTION_INFO_V1(idempotency_rename_owner);

@@ -44,13 +44,14 @@ $node->safe_psql('c_edition', 'CREATE EXTENSION idempotency');
 
 # the database's owner installs it, as a migration would
 my ($rc, $out, $err) = $node->psql('app', undef,
-	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
-is($rc, 0, 'the database owner runs the script with ON_ERROR_STOP') or diag($err);
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '--single-transaction', '-f', $script ]);
+is($rc, 0, 'the database owner runs the script with ON_ERROR_STOP, in one transaction') or diag($err);
 is($node->safe_psql('app', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'owner'}), 'f',
 	'who is not a superuser');
 ($rc, $out, $err) = $node->psql('app', undef,
 	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
-like($err, qr/schema "idempotency" already exists/, 'a second run changes nothing: the schema is there');
+like($err, qr/schema "idempotency" already exists.*portable edition is installed already/s,
+	'a second run changes nothing: the schema is there');
 
 # the same API as the C edition's
 my $functions = q{
