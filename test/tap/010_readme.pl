@@ -530,7 +530,14 @@ for my $file (glob("$top/src/*.c"), glob("$top/src/*/*.c"), glob("$top/sql/*.sql
 	{
 		while ($code =~ /\bERRCODE\s*=\s*'(\w+)'/g)
 		{
-			my $errcode = 'ERRCODE_' . uc $1;
+			# a SQLSTATE written as one (IK007), or a condition's name
+			my $given = $1;
+			if ($given =~ /^[0-9A-Z]{5}\z/)
+			{
+				$raised{$given} //= $name;
+				next;
+			}
+			my $errcode = 'ERRCODE_' . uc $given;
 			$raised{ $sqlstate{$errcode} // "$errcode (not in errcodes.h)" } //= $name;
 		}
 	}

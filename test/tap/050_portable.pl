@@ -143,6 +143,60 @@ is(scalar(@portable_answers), scalar(keys %c_answer), '(as many answers)');
 like($key_answers, qr/22P02 invalid input syntax for type idempotency\.key: "a\\xc2\\x85b" \/ An idempotency key must not contain control characters: U\+0085 at position 2\./,
 	'(the comparison sees the C edition\'s messages)');
 
+# whose records a call works on: owner_name() for each kind of caller, in
+# both editions (grant_usage given in the same order in both)
+$node->safe_psql('postgres', q{
+	CREATE ROLE app1;
+	CREATE ROLE app2;
+	CREATE ROLE l1 LOGIN IN ROLE app1;
+	CREATE ROLE l12 LOGIN IN ROLE app1, app2;
+	CREATE ROLE lnone LOGIN;
+	CREATE ROLE lapi LOGIN;
+	CREATE ROLE lnoinherit LOGIN NOINHERIT IN ROLE app1;
+	CREATE ROLE root LOGIN SUPERUSER;
+});
+my $setup_owners = q{
+	SELECT idempotency.grant_usage('app1');
+	SELECT idempotency.grant_usage('app2');
+	GRANT EXECUTE ON FUNCTION idempotency.lookup(text, text, jsonb) TO lapi;
+};
+$node->safe_psql('c_edition', $setup_owners);
+$node->safe_psql('app', $setup_owners, extra_params => [ '-U', 'owner' ]);
+my $owner_answer = q{
+	CREATE FUNCTION pg_temp.owner() RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE st text; msg text; detail text; hint text;
+	BEGIN
+		RETURN 'ok ' || idempotency.owner_name();
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+		RETURN st || ' ' || msg || ' / ' || detail || ' / ' || hint;
+	END $$;
+	SELECT pg_temp.owner();
+};
+for my $who ([ 'l1', '' ], [ 'l12', '' ], [ 'l12', 'SET ROLE app2;' ], [ 'lnone', '' ], [ 'lapi', '' ],
+	[ 'lnoinherit', '' ], [ 'root', '' ], [ 'root', 'SET ROLE l1;' ], [ 'l1', 'SET ROLE app1;' ])
+{
+	my ($login, $set) = @$who;
+	my $c_owner = $node->safe_psql('c_edition', $set . $owner_answer, extra_params => [ '-U', $login ]);
+	is($node->safe_psql('app', $set . $owner_answer, extra_params => [ '-U', $login ]), $c_owner,
+		"owner_name() for $login $set: $c_owner");
+}
+# the documented difference: inside another SECURITY DEFINER function the C
+# edition sees that function's owner, the portable one the session's role
+my $definer = q{
+	CREATE FUNCTION public.as_app1() RETURNS text LANGUAGE sql SECURITY DEFINER
+		AS 'SELECT idempotency.owner_name()';
+	ALTER FUNCTION public.as_app1() OWNER TO app1;
+	GRANT EXECUTE ON FUNCTION public.as_app1() TO lnone;
+};
+$node->safe_psql($_, $definer) for qw(c_edition app);
+is($node->safe_psql('c_edition', 'SELECT public.as_app1()', extra_params => [ '-U', 'lnone' ]), 'app1',
+	'C edition: a SECURITY DEFINER function owned by app1 works on app1\'s records');
+is($node->safe_psql('app', 'SELECT public.as_app1()', extra_params => [ '-U', 'lnone' ]), 'lnone',
+	'portable edition: on the session role\'s (doc/portable.md)');
+is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.my_records}, extra_params => [ '-U', 'l1' ]),
+	'0', 'an application\'s login reads its own records through my_records');
+
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
 	"BEGIN; SELECT idempotency.lookup('k'); COMMIT",
