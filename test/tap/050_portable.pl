@@ -197,9 +197,76 @@ is($node->safe_psql('app', 'SELECT public.as_app1()', extra_params => [ '-U', 'l
 is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.my_records}, extra_params => [ '-U', 'l1' ]),
 	'0', 'an application\'s login reads its own records through my_records');
 
+# lookup: records the C edition wrote, copied into the portable edition's
+# registry, read by both; the fingerprints match their requests in both
+$node->safe_psql('c_edition', q{
+	BEGIN;
+	SELECT idempotency.idempotent_begin('lk1', request => '{"b": [1, 2.50, "x\"y", null], "a": {"z": false, "é": true}, "": 1e2}');
+	SELECT idempotency.idempotent_finish('lk1', '{"ok": 1}', status_code => 201, body => '\x68656c6c6f',
+										 headers => '[["Link", "<a>"], ["Link", "<b>"]]');
+	SELECT idempotency.idempotent_begin('lk2', request => '5.0');
+	SELECT idempotency.idempotent_finish('lk2', '"scalar"');
+	SELECT idempotency.idempotent_begin('lk6', scope => 'POST /x');
+	SELECT idempotency.idempotent_finish('lk6', '{}', scope => 'POST /x');
+	COMMIT;
+	SELECT idempotency.idempotent_begin('lk3', external => true, lease => '1 hour');
+	BEGIN;
+	SELECT idempotency.idempotent_begin('lk4');
+	SELECT idempotency.idempotent_finish('lk4', '{}');
+	COMMIT;
+	SELECT idempotency.idempotent_begin('lk5', external => true);
+	SELECT idempotency.idempotent_abandon('lk5', attempt => (SELECT attempt FROM idempotency.my_records WHERE key = 'lk5'));
+}, extra_params => [ '-U', 'l1' ]);
+$node->safe_psql('c_edition', q{
+	UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key = 'lk4';
+});
+my $rows = $node->safe_psql('c_edition', q{SELECT to_jsonb(r) FROM idempotency.registry AS r WHERE key LIKE 'lk%'});
+for my $row (split /\n/, $rows)
+{
+	(my $quoted = $row) =~ s/'/''/g;
+	$node->safe_psql('app', "INSERT INTO idempotency.registry SELECT * FROM jsonb_populate_record(NULL::idempotency.registry, '$quoted')");
+}
+my $lookups = q{
+	SELECT c.k || ' ' || c.scope || ' ' || coalesce(c.request::text, 'NULL') || ': ' || row(l.*)::text
+	  FROM (VALUES ('lk1', '', NULL::jsonb),
+				   ('lk1', '', '{"": 100, "a": {"é": true, "z": false}, "b": [1.0, 2.5, "x\"y", null]}'),
+				   ('lk1', '', '{"b": [1, 2.5, "x\"y", null], "a": {"z": false, "é": true}, "": 100.001}'),
+				   ('lk2', '', '5'), ('lk2', '', '"5"'), ('lk3', '', NULL), ('lk4', '', NULL),
+				   ('lk5', '', NULL), ('lk6', 'POST /x', '{}'), ('lk6', '', NULL), ('none', '', NULL)) AS c(k, scope, request),
+		   LATERAL idempotency.lookup(c.k, c.scope, c.request) AS l
+	 ORDER BY 1};
+my $c_lookups = $node->safe_psql('c_edition', $lookups, extra_params => [ '-U', 'l1' ]);
+is($node->safe_psql('app', $lookups, extra_params => [ '-U', 'l1' ]), $c_lookups,
+	'lookup() answers as the C edition does, request_matches included');
+like($c_lookups, qr/^lk1  \{"": 100.*\(t,completed,.*,t,,\)$/m, '(a request equal as jsonb matches)');
+like($c_lookups, qr/^lk1  \{"": 100\.001.*,f,,\)$/m, '(a different one does not)');
+is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.registry AS r
+	WHERE r.fingerprint IS NOT NULL AND r.key IN ('lk1', 'lk2')
+	  AND r.fingerprint = idempotency.portable_fingerprint(CASE r.key WHEN 'lk1' THEN
+		'{"b": [1, 2.50, "x\"y", null], "a": {"z": false, "é": true}, "": 1e2}'::jsonb ELSE '5.0'::jsonb END)}),
+	'2', 'the portable fingerprint of a request is the C edition\'s, byte for byte');
+my $lookup_errors = q{
+	CREATE FUNCTION pg_temp.answer(call text) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE st text; msg text; detail text; result text;
+	BEGIN
+		EXECUTE call INTO result;
+		RETURN 'ok ' || result;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+		RETURN st || ' ' || msg || ' / ' || detail;
+	END $$;
+	SELECT c || ': ' || pg_temp.answer(c) FROM (VALUES
+		('SELECT found::text FROM idempotency.lookup(NULL)'),
+		('SELECT found::text FROM idempotency.lookup(''k'', NULL)'),
+		('SELECT found::text FROM idempotency.lookup('' k'')'),
+		('SELECT found::text FROM idempotency.lookup(''k'', repeat(''s'', 256))')) AS v(c) ORDER BY 1};
+is($node->safe_psql('app', $lookup_errors, extra_params => [ '-U', 'l1' ]),
+	$node->safe_psql('c_edition', $lookup_errors, extra_params => [ '-U', 'l1' ]),
+	'and refuses bad arguments as the C edition does');
+
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
-	"BEGIN; SELECT idempotency.lookup('k'); COMMIT",
+	"BEGIN; SELECT idempotency.idempotent_finish('k', '{}'); COMMIT",
 	"BEGIN; SAVEPOINT s; SELECT idempotency.inbox_receive('c', 'm'); COMMIT",
 	"SELECT * FROM idempotency.claim_stalled()")
 {
@@ -218,7 +285,7 @@ is($node->safe_psql('app', q{SELECT has_function_privilege('nobody', 'idempotenc
 is($node->safe_psql('app', q{SELECT count(*) FROM pg_class WHERE relnamespace = 'idempotency'::regnamespace AND relkind = 'r' AND relowner <> 'owner'::regrole}),
 	'0', 'the tables belong to the database owner who installed it');
 is($node->safe_psql('app', q{SELECT records FROM idempotency.metrics}, extra_params => [ '-U', 'watcher' ]),
-	'0', 'a pg_monitor role reads the metrics');
+	'6', 'a pg_monitor role reads the metrics (the records copied above)');
 
 $node->stop;
 done_testing();

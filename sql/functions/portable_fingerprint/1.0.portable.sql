@@ -1,0 +1,57 @@
+/*
+ * fingerprint.c's fingerprint, in SQL: a version byte (2), then the SHA-256
+ * of the request's canonical form, byte for byte the C edition's, so that
+ * records move between the editions and keep matching their requests.  The
+ * canonical form tags every token: {} objects with k"key" before each
+ * value, [] arrays, ( for a top-level scalar, s"string" (JSON-escaped), n
+ * for a number in numeric_normalize's form (what trim_scale gives), t, f,
+ * z.  jsonb_each gives an object's keys in jsonb's own order, which is the
+ * order the C iterator walks.
+ */
+CREATE FUNCTION idempotency.portable_canonical(value pg_catalog.jsonb, top pg_catalog.bool)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	kind pg_catalog.text := pg_catalog.jsonb_typeof(value);
+	scalar pg_catalog.text;
+BEGIN
+	IF kind OPERATOR(pg_catalog.=) 'object' THEN
+		RETURN '{' OPERATOR(pg_catalog.||)
+			   COALESCE((SELECT pg_catalog.string_agg('k' OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
+													  OPERATOR(pg_catalog.||) idempotency.portable_canonical(e.value, false),
+													  '' ORDER BY e.n)
+						   FROM pg_catalog.jsonb_each(value) WITH ORDINALITY AS e(key, value, n)), '')
+			   OPERATOR(pg_catalog.||) '}';
+	ELSIF kind OPERATOR(pg_catalog.=) 'array' THEN
+		RETURN '[' OPERATOR(pg_catalog.||)
+			   COALESCE((SELECT pg_catalog.string_agg(idempotency.portable_canonical(e.value, false), '' ORDER BY e.n)
+						   FROM pg_catalog.jsonb_array_elements(value) WITH ORDINALITY AS e(value, n)), '')
+			   OPERATOR(pg_catalog.||) ']';
+	END IF;
+	scalar := CASE kind
+		WHEN 'string' THEN 's' OPERATOR(pg_catalog.||) pg_catalog.to_json(value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.text
+		WHEN 'number' THEN 'n' OPERATOR(pg_catalog.||) pg_catalog.trim_scale((value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.numeric)::pg_catalog.text
+		WHEN 'boolean' THEN CASE WHEN value OPERATOR(pg_catalog.=) 'true'::pg_catalog.jsonb THEN 't' ELSE 'f' END
+		ELSE 'z' END;
+	-- a scalar alone is, to jsonb's iterator, a one-element raw array
+	RETURN CASE WHEN top THEN '(' OPERATOR(pg_catalog.||) scalar OPERATOR(pg_catalog.||) ']' ELSE scalar END;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_canonical(pg_catalog.jsonb, pg_catalog.bool) IS
+'a request''s canonical form, as the C edition hashes it';
+
+CREATE FUNCTION idempotency.portable_fingerprint(request pg_catalog.jsonb)
+RETURNS pg_catalog.bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT '\x02'::pg_catalog.bytea OPERATOR(pg_catalog.||)
+	   pg_catalog.sha256(pg_catalog.convert_to(idempotency.portable_canonical(request, true),
+											   pg_catalog.current_setting('server_encoding')))
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_fingerprint(pg_catalog.jsonb) IS
+'a request''s fingerprint, byte for byte the C edition''s';
