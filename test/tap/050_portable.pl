@@ -264,10 +264,60 @@ is($node->safe_psql('app', $lookup_errors, extra_params => [ '-U', 'l1' ]),
 	$node->safe_psql('c_edition', $lookup_errors, extra_params => [ '-U', 'l1' ]),
 	'and refuses bad arguments as the C edition does');
 
+# the inbox: the same calls in both editions, one after another, with the
+# same answers (errors as SQLSTATE, message and detail)
+my $answer_fn = q{
+	CREATE FUNCTION pg_temp.answer(call text) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE st text; msg text; detail text; result text;
+	BEGIN
+		EXECUTE call INTO result;
+		RETURN 'ok ' || coalesce(result, 'NULL');
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+		RETURN st || ' ' || msg || ' / ' || detail;
+	END $$;
+};
+my @inbox_steps = (
+	[ 'l1', q{SELECT idempotency.inbox_receive('c1', 'm1')::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c1', 'm1')::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c2', 'm1')::text} ],
+	[ 'l12', q{SELECT idempotency.inbox_receive('c1', 'm1')::text} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c1', ARRAY['m3', 'm1', 'm2', 'm3', 'm4']) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c1', ARRAY['m2', 'm5', 'm5']) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c1', '{}') AS x} ],
+	[ 'postgres', q{SELECT count(*)::text FROM (UPDATE idempotency.inbox SET expires_at = now() - interval '1 second' WHERE message_id IN ('m2', 'm3') RETURNING 1) AS u} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c1', 'm2')::text} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c1', ARRAY['m4', 'm3', 'm6']) AS x} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive(NULL, 'm')::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('', 'm')::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c', repeat('x', 256))::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c', 'm', '0 seconds')::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c', 'm', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.inbox_receive('c', 'm', '-1 day')::text} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', NULL) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', ARRAY[['a', 'b'], ['c', 'd']]) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', ARRAY['a', NULL]) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', ARRAY['']) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', array_fill('x'::text, ARRAY[10001])) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch(NULL, ARRAY['a']) AS x} ],
+	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', ARRAY['a'], '0 seconds') AS x} ],
+	[ 'postgres', q{SELECT string_agg(owner || '/' || consumer || '/' || message_id, ' ' ORDER BY owner, consumer, message_id COLLATE "C") FROM idempotency.inbox} ]);
+my (@c_inbox, @portable_inbox);
+for my $step (@inbox_steps)
+{
+	my ($login, $call) = @$step;
+	(my $quoted = $call) =~ s/'/''/g;
+	push @c_inbox, "$login: $call: " . $node->safe_psql('c_edition', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
+	push @portable_inbox, "$login: $call: " . $node->safe_psql('app', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
+}
+is_deeply(\@portable_inbox, \@c_inbox, 'the inbox answers every call as the C edition does')
+  or diag(explain([ grep { $portable_inbox[$_] ne $c_inbox[$_] } 0 .. $#c_inbox ]));
+like($c_inbox[4], qr/ok m3,m2,m4$/, '(a batch gives its new ids in input order, each once)');
+
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
 	"BEGIN; SELECT idempotency.idempotent_finish('k', '{}'); COMMIT",
-	"BEGIN; SAVEPOINT s; SELECT idempotency.inbox_receive('c', 'm'); COMMIT",
+	"BEGIN; SAVEPOINT s; SELECT idempotency.issue_token(); COMMIT",
 	"SELECT * FROM idempotency.claim_stalled()")
 {
 	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);

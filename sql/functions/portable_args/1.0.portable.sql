@@ -1,0 +1,39 @@
+/* a text argument, checked as IdempotencyTextArg checks it */
+CREATE FUNCTION idempotency.portable_text_arg(value pg_catalog.text, name pg_catalog.text)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF pg_catalog.octet_length(value) OPERATOR(pg_catalog.=) 0 OR pg_catalog.octet_length(value) OPERATOR(pg_catalog.>) 255 THEN
+		RAISE EXCEPTION '% must be 1 to 255 bytes long', name USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN value;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_text_arg(pg_catalog.text, pg_catalog.text) IS
+'a text argument, checked: not null, 1 to 255 bytes';
+
+/* now + an interval that must be positive, as IdempotencyAddPositive */
+CREATE FUNCTION idempotency.portable_after(now pg_catalog.timestamptz, span pg_catalog.interval, name pg_catalog.text)
+RETURNS pg_catalog.timestamptz
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF span IS NULL THEN
+		RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF now OPERATOR(pg_catalog.+) span OPERATOR(pg_catalog.<=) now THEN
+		RAISE EXCEPTION '% must be a positive interval', name USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN now OPERATOR(pg_catalog.+) span;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_after(pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.text) IS
+'now plus a positive interval, checked';
