@@ -301,7 +301,28 @@ my @inbox_steps = (
 	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', array_fill('x'::text, ARRAY[10001])) AS x} ],
 	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch(NULL, ARRAY['a']) AS x} ],
 	[ 'l1', q{SELECT string_agg(x, ',') FROM idempotency.inbox_receive_batch('c', ARRAY['a'], '0 seconds') AS x} ],
-	[ 'postgres', q{SELECT string_agg(owner || '/' || consumer || '/' || message_id, ' ' ORDER BY owner, consumer, message_id COLLATE "C") FROM idempotency.inbox} ]);
+	[ 'postgres', q{SELECT string_agg(owner || '/' || consumer || '/' || message_id, ' ' ORDER BY owner, consumer, message_id COLLATE "C") FROM idempotency.inbox} ],
+	# tokens: each edition draws its own, so the steps name the latest
+	[ 'l1', q{SELECT (idempotency.issue_token() ~ '^tk_[0-9a-f]{32}$')::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token((SELECT token FROM idempotency.my_tokens ORDER BY issued_at DESC LIMIT 1))::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token((SELECT token FROM idempotency.my_tokens ORDER BY issued_at DESC LIMIT 1))::text} ],
+	[ 'l1', q{SELECT string_agg(state, ',') FROM idempotency.my_tokens} ],
+	[ 'l1', q{SELECT (idempotency.issue_token('checkout', '1 hour') IS NOT NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token((SELECT token FROM idempotency.my_tokens WHERE scope = 'checkout'))::text} ],
+	[ 'l1', q{SELECT (idempotency.issue_token('checkout') IS NOT NULL)::text} ],
+	[ 'lnone', q{SELECT idempotency.consume_token('tk_00000000000000000000000000000000')::text} ],
+	[ 'postgres', q{SELECT count(*)::text FROM (UPDATE idempotency.tokens SET expires_at = now() - interval '1 second' WHERE consumed_at IS NULL RETURNING 1) AS u} ],
+	[ 'l1', q{SELECT idempotency.consume_token((SELECT token FROM idempotency.my_tokens WHERE consumed_at IS NULL LIMIT 1), 'checkout')::text} ],
+	[ 'l1', q{SELECT string_agg(state, ',' ORDER BY state) FROM idempotency.my_tokens} ],
+	[ 'l1', q{SELECT idempotency.consume_token('unknown')::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token(NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token(' t')::text} ],
+	[ 'l1', q{SELECT idempotency.consume_token('t', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.issue_token(NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.issue_token('', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.issue_token('', '-1 minute')::text} ],
+	[ 'l1', q{SELECT idempotency.issue_token(repeat('s', 256))::text} ],
+	[ 'l12', q{SELECT idempotency.issue_token()::text} ]);
 my (@c_inbox, @portable_inbox);
 for my $step (@inbox_steps)
 {
@@ -310,14 +331,21 @@ for my $step (@inbox_steps)
 	push @c_inbox, "$login: $call: " . $node->safe_psql('c_edition', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
 	push @portable_inbox, "$login: $call: " . $node->safe_psql('app', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
 }
-is_deeply(\@portable_inbox, \@c_inbox, 'the inbox answers every call as the C edition does')
+is_deeply(\@portable_inbox, \@c_inbox, 'the inbox and tokens answer every call as the C edition does')
   or diag(explain([ grep { $portable_inbox[$_] ne $c_inbox[$_] } 0 .. $#c_inbox ]));
 like($c_inbox[4], qr/ok m3,m2,m4$/, '(a batch gives its new ids in input order, each once)');
+is($node->safe_psql('app', q{
+	WITH g AS MATERIALIZED (SELECT idempotency.issue_token('entropy')::text AS t FROM generate_series(1, 300))
+	SELECT (SELECT count(DISTINCT t) FROM g) = 300
+	   AND (SELECT bool_and(d.n > 8)
+			  FROM (SELECT count(DISTINCT substr(g.t, p, 1)) AS n FROM g, generate_series(4, 35) AS p GROUP BY p) AS d)},
+	extra_params => [ '-U', 'l1' ]), 't',
+	'300 portable tokens are distinct and every hex digit of them varies (no fixed UUID digit)');
 
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
 	"BEGIN; SELECT idempotency.idempotent_finish('k', '{}'); COMMIT",
-	"BEGIN; SAVEPOINT s; SELECT idempotency.issue_token(); COMMIT",
+	"BEGIN; SAVEPOINT s; SELECT idempotency.lock('k'); COMMIT",
 	"SELECT * FROM idempotency.claim_stalled()")
 {
 	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);
