@@ -322,7 +322,13 @@ my @inbox_steps = (
 	[ 'l1', q{SELECT idempotency.issue_token('', NULL)::text} ],
 	[ 'l1', q{SELECT idempotency.issue_token('', '-1 minute')::text} ],
 	[ 'l1', q{SELECT idempotency.issue_token(repeat('s', 256))::text} ],
-	[ 'l12', q{SELECT idempotency.issue_token()::text} ]);
+	[ 'l12', q{SELECT idempotency.issue_token()::text} ],
+	[ 'l1', q{SELECT idempotency.try_lock('k1')::text} ],
+	[ 'l1', q{SELECT idempotency.lock(NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.lock(' k', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.try_lock('k', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.try_lock('k', repeat('s', 256))::text} ],
+	[ 'l12', q{SELECT idempotency.try_lock(' k')::text} ]);
 my (@c_inbox, @portable_inbox);
 for my $step (@inbox_steps)
 {
@@ -334,6 +340,25 @@ for my $step (@inbox_steps)
 is_deeply(\@portable_inbox, \@c_inbox, 'the inbox and tokens answer every call as the C edition does')
   or diag(explain([ grep { $portable_inbox[$_] ne $c_inbox[$_] } 0 .. $#c_inbox ]));
 like($c_inbox[4], qr/ok m3,m2,m4$/, '(a batch gives its new ids in input order, each once)');
+# key locks: held to the end of the holder's transaction, per application,
+# per scope; the same sequence in both editions
+for my $db (qw(c_edition app))
+{
+	my $holder = $node->background_psql($db, extra_params => [ '-U', 'l1' ]);
+	$holder->query_safe(q{BEGIN; SELECT idempotency.lock('order-7')});
+	my $other = sub { $node->safe_psql($db, $_[0], extra_params => [ '-U', $_[1] // 'l1' ]) };
+	my ($rc, $out, $err) = $node->psql($db, q{SET lock_timeout = '100ms'; SELECT idempotency.lock('order-7')},
+		extra_params => [ '-U', 'l1' ]);
+	is(join(' ', $other->(q{SELECT idempotency.try_lock('order-7')}),
+			$other->(q{SELECT idempotency.try_lock('order-7', 'other scope')}),
+			$other->(q{SET ROLE app2; SELECT idempotency.try_lock('order-7')}, 'l12'),
+			($err =~ /lock timeout/ ? 'waited' : "did not wait: $err")),
+		'f t t waited', "$db: a held key lock waits or is refused for the same application only");
+	$holder->query_safe('COMMIT');
+	is($other->(q{SELECT idempotency.try_lock('order-7')}), 't', "$db: and is free once its transaction ends");
+	$holder->quit;
+}
+
 is($node->safe_psql('app', q{
 	WITH g AS MATERIALIZED (SELECT idempotency.issue_token('entropy')::text AS t FROM generate_series(1, 300))
 	SELECT (SELECT count(DISTINCT t) FROM g) = 300
@@ -345,7 +370,7 @@ is($node->safe_psql('app', q{
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.idempotent_begin('k')",
 	"BEGIN; SELECT idempotency.idempotent_finish('k', '{}'); COMMIT",
-	"BEGIN; SAVEPOINT s; SELECT idempotency.lock('k'); COMMIT",
+	"BEGIN; SAVEPOINT s; SELECT idempotency.outbox_send('t', '{}'); COMMIT",
 	"SELECT * FROM idempotency.claim_stalled()")
 {
 	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);

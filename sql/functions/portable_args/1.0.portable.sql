@@ -37,3 +37,20 @@ $$;
 
 COMMENT ON FUNCTION idempotency.portable_after(pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.text) IS
 'now plus a positive interval, checked';
+
+/* a key argument, checked as IdempotencyKeyArg checks it */
+CREATE FUNCTION idempotency.portable_key_arg(value pg_catalog.text)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION 'idempotency key must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	RETURN idempotency.key(value);
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_key_arg(pg_catalog.text) IS
+'a key argument, checked: not null, the key type''s rules';
