@@ -328,7 +328,27 @@ my @inbox_steps = (
 	[ 'l1', q{SELECT idempotency.lock(' k', NULL)::text} ],
 	[ 'l1', q{SELECT idempotency.try_lock('k', NULL)::text} ],
 	[ 'l1', q{SELECT idempotency.try_lock('k', repeat('s', 256))::text} ],
-	[ 'l12', q{SELECT idempotency.try_lock(' k')::text} ]);
+	[ 'l12', q{SELECT idempotency.try_lock(' k')::text} ],
+	# an administrator's resets, on the records copied from the C edition above
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk1')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk1')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk3')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk3', force => true)::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk4')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'lk6', 'POST /x')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key(NULL, 'k')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('', 'k')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key(repeat('r', 64), 'k')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', NULL)::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', ' k')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'k', NULL)::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_key('app1', 'k', '', NULL)::text} ],
+	[ 'l1', q{SELECT idempotency.forget_key('app1', 'lk2')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_role(NULL)::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_role('')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_role('no_such_role')::text} ],
+	[ 'postgres', q{SELECT idempotency.forget_role('app1')::text} ],
+	[ 'postgres', q{SELECT (SELECT count(*) FROM idempotency.registry) || ' ' || (SELECT count(*) FROM idempotency.inbox) || ' ' || (SELECT count(*) FROM idempotency.tokens) || ' ' || (SELECT string_agg(role_name, ',' ORDER BY role_name) FROM idempotency.application_roles)} ]);
 my (@c_inbox, @portable_inbox);
 for my $step (@inbox_steps)
 {
@@ -337,9 +357,11 @@ for my $step (@inbox_steps)
 	push @c_inbox, "$login: $call: " . $node->safe_psql('c_edition', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
 	push @portable_inbox, "$login: $call: " . $node->safe_psql('app', "$answer_fn SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
 }
-is_deeply(\@portable_inbox, \@c_inbox, 'the inbox and tokens answer every call as the C edition does')
+is_deeply(\@portable_inbox, \@c_inbox, 'the inbox, tokens, key locks, forget_key and forget_role answer every call as the C edition does')
   or diag(explain([ grep { $portable_inbox[$_] ne $c_inbox[$_] } 0 .. $#c_inbox ]));
 like($c_inbox[4], qr/ok m3,m2,m4$/, '(a batch gives its new ids in input order, each once)');
+like(join("\n", @c_inbox), qr/lk3'\)::text\}?: 55006 idempotency key "lk3" in scope "" of role "app1" is claimed and not finished/,
+	'(forget_key refuses a claim not finished in both)');
 # key locks: held to the end of the holder's transaction, per application,
 # per scope; the same sequence in both editions
 for my $db (qw(c_edition app))
@@ -388,7 +410,7 @@ is($node->safe_psql('app', q{SELECT has_function_privilege('nobody', 'idempotenc
 is($node->safe_psql('app', q{SELECT count(*) FROM pg_class WHERE relnamespace = 'idempotency'::regnamespace AND relkind = 'r' AND relowner <> 'owner'::regrole}),
 	'0', 'the tables belong to the database owner who installed it');
 is($node->safe_psql('app', q{SELECT records FROM idempotency.metrics}, extra_params => [ '-U', 'watcher' ]),
-	'6', 'a pg_monitor role reads the metrics (the records copied above)');
+	'0', 'a pg_monitor role reads the metrics (forget_role took the records copied above)');
 
 $node->stop;
 done_testing();

@@ -54,3 +54,27 @@ $$;
 
 COMMENT ON FUNCTION idempotency.portable_key_arg(pg_catalog.text) IS
 'a key argument, checked: not null, the key type''s rules';
+
+/* a role name argument, checked as roles.c's roles_name_arg checks it */
+CREATE FUNCTION idempotency.portable_role_name(value pg_catalog.text, name pg_catalog.text)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF value OPERATOR(pg_catalog.=) '' THEN
+		RAISE EXCEPTION '% must not be empty', name USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF pg_catalog.octet_length(value) OPERATOR(pg_catalog.>=) 64 THEN
+		RAISE EXCEPTION '% "%" is too long', name, value
+			USING ERRCODE = 'name_too_long', DETAIL = 'Role names are at most 63 bytes long.';
+	END IF;
+	RETURN value;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_role_name(pg_catalog.text, pg_catalog.text) IS
+'a role name argument, checked: not null, not empty, at most 63 bytes';
