@@ -49,7 +49,7 @@ BEGIN
 	IF n OPERATOR(pg_catalog.=) 0 THEN
 		RAISE EXCEPTION 'the record of idempotency key "%" in scope "%" of role "%" changed while forget_key waited for it',
 			idempotency.portable_display(v_key), idempotency.portable_display(v_scope), idempotency.portable_display(v_role)
-			USING ERRCODE = 'serialization_failure',
+			USING ERRCODE = '40001',
 				  DETAIL = 'Another transaction finished, took over or deleted it; nothing was deleted.',
 				  HINT = 'Call forget_key again to forget what the key holds now.';
 	END IF;
