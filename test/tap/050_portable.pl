@@ -73,6 +73,7 @@ my $relations = q{
 	SELECT c.relname || ' ' || c.relkind::text || ': ' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
 	  FROM pg_class AS c JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 	 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'v')
+	   AND c.relname NOT LIKE 'portable\_%'
 	 GROUP BY c.relname, c.relkind ORDER BY 1};
 is($node->safe_psql('app', $relations), $node->safe_psql('c_edition', $relations),
 	'every table and view, with the same columns');
@@ -380,6 +381,22 @@ for my $db (qw(c_edition app))
 	is($other->(q{SELECT idempotency.try_lock('order-7')}), 't', "$db: and is free once its transaction ends");
 	$holder->quit;
 }
+
+# a key lock's number is keyed with the installation's secret, which no
+# other role reads, nor the function that computes it; an owner renamed
+# under an open session is an error, not a lock that was never taken
+is($node->safe_psql('app', q{SELECT has_table_privilege('lnone', 'idempotency.portable_secret', 'SELECT')
+	OR has_function_privilege('lnone', 'idempotency.portable_lock_key(text, text, text)', 'EXECUTE')
+	OR has_table_privilege('l1', 'idempotency.portable_secret', 'SELECT')}), 'f',
+	'no other role reads the secret or computes a lock number');
+$node->safe_psql('postgres', q{CREATE ROLE app3; CREATE ROLE l3 LOGIN IN ROLE app3});
+$node->safe_psql('app', q{SELECT idempotency.grant_usage('app3')}, extra_params => [ '-U', 'owner' ]);
+my $renamed = $node->background_psql('app', on_error_stop => 0, extra_params => [ '-U', 'l3' ]);
+$renamed->query_safe(q{SET ROLE app3});
+$node->safe_psql('postgres', q{ALTER ROLE app3 RENAME TO app3x});
+$renamed->query(q{SELECT idempotency.lock('hot')});
+like($renamed->{stderr}, qr/role "app3" does not exist/, 'a lock for an owner renamed under the session is refused');
+$renamed->quit;
 
 is($node->safe_psql('app', q{
 	WITH g AS MATERIALIZED (SELECT idempotency.issue_token('entropy')::text AS t FROM generate_series(1, 300))

@@ -1,22 +1,42 @@
 /*
  * A key lock's advisory lock number: the owner's role OID in the high 32
- * bits, so that no application's keys collide with another's, and a hash
- * of (scope, key) in the low 32, as locks.c's tag is made.  It lives in
- * the advisory lock space every role can take locks in (the C edition's has
- * a field SQL cannot set): a role that learns a number, from pg_locks while
- * the lock is held, can take it and make that key wait (doc/portable.md).
+ * bits, so that no application's keys collide with another's, and 32 bits
+ * of SHA-256 over the installation's secret, the scope and the key in the
+ * low 32, so that nobody without the secret can compute the number of a
+ * key to take its lock first, or confirm a guess of which key a lock in
+ * pg_locks is (the C edition's tag has a field SQL cannot set, and a hash
+ * seeded at server start).  The advisory space is one every role can take
+ * locks in: a number seen in pg_locks while its lock is held can be taken
+ * (doc/portable.md).  Revoked from PUBLIC: lock() and try_lock() call it as
+ * their owner.  An owner whose role no longer exists (renamed under an
+ * open session) is an error, as get_role_oid's in the C edition.
  */
 CREATE FUNCTION idempotency.portable_lock_key(owner pg_catalog.text, scope pg_catalog.text, key pg_catalog.text)
 RETURNS pg_catalog.int8
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT (pg_catalog.to_regrole(pg_catalog.quote_ident(owner))::pg_catalog.oid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
-	   OPERATOR(pg_catalog.|)
-	   (pg_catalog.hashtext(pg_catalog.octet_length(scope)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-							OPERATOR(pg_catalog.||) scope OPERATOR(pg_catalog.||) key)::pg_catalog.int8
-		OPERATOR(pg_catalog.&) 4294967295)
+DECLARE
+	role_oid pg_catalog.oid := pg_catalog.to_regrole(pg_catalog.quote_ident(owner));
+	digest pg_catalog.bytea;
+BEGIN
+	IF role_oid IS NULL THEN
+		RAISE EXCEPTION 'role "%" does not exist', owner USING ERRCODE = 'undefined_object';
+	END IF;
+	SELECT pg_catalog.sha256(s.secret OPERATOR(pg_catalog.||)
+							 pg_catalog.convert_to(pg_catalog.octet_length(scope)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+												   OPERATOR(pg_catalog.||) scope OPERATOR(pg_catalog.||) key,
+												   pg_catalog.current_setting('server_encoding')))
+	  INTO digest FROM idempotency.portable_secret AS s;
+	RETURN (role_oid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|)
+		   ((pg_catalog.get_byte(digest, 0)::pg_catalog.int8 OPERATOR(pg_catalog.<<) 24)
+			OPERATOR(pg_catalog.|) (pg_catalog.get_byte(digest, 1) OPERATOR(pg_catalog.<<) 16)
+			OPERATOR(pg_catalog.|) (pg_catalog.get_byte(digest, 2) OPERATOR(pg_catalog.<<) 8)
+			OPERATOR(pg_catalog.|) pg_catalog.get_byte(digest, 3));
+END
 $$;
 
 COMMENT ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
-'the advisory lock number of an owner''s key lock';
+'the advisory lock number of an owner''s key lock, keyed with the installation''s secret';
+
+REVOKE ALL ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
