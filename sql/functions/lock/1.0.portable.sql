@@ -4,13 +4,8 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	v_owner pg_catalog.text := idempotency.owner_name();
-	-- a bad key is reported before a bad scope
-	v_key pg_catalog.text := idempotency.portable_key_arg(lock.key);
-	v_scope pg_catalog.text := idempotency.portable_scope(lock.scope);
 BEGIN
-	PERFORM pg_catalog.pg_advisory_xact_lock(idempotency.portable_lock_key(v_owner, v_scope, v_key));
+	PERFORM pg_catalog.pg_advisory_xact_lock(idempotency.portable_key_lock(lock.key, lock.scope));
 END
 $$;
 

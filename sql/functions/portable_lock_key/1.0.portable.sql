@@ -40,3 +40,28 @@ COMMENT ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.te
 'the advisory lock number of an owner''s key lock, keyed with the installation''s secret';
 
 REVOKE ALL ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+
+/*
+ * The number of the caller's key lock, its arguments checked as lock_tag
+ * checks them: whose lock first, then the key, then the scope.  SECURITY
+ * DEFINER, to compute the number; revoked from PUBLIC, lock() and
+ * try_lock() call it.
+ */
+CREATE FUNCTION idempotency.portable_key_lock(key pg_catalog.text, scope pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_owner pg_catalog.text := idempotency.owner_name();
+	v_key pg_catalog.text := idempotency.portable_key_arg(portable_key_lock.key);
+	v_scope pg_catalog.text := idempotency.portable_scope(portable_key_lock.scope);
+BEGIN
+	RETURN idempotency.portable_lock_key(v_owner, v_scope, v_key);
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_key_lock(pg_catalog.text, pg_catalog.text) IS
+'the number of the caller''s lock of a key in a scope, its arguments checked';
+
+REVOKE ALL ON FUNCTION idempotency.portable_key_lock(pg_catalog.text, pg_catalog.text) FROM PUBLIC;

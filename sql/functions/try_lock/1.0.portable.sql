@@ -4,13 +4,8 @@ RETURNS pg_catalog.bool
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	v_owner pg_catalog.text := idempotency.owner_name();
-	-- a bad key is reported before a bad scope
-	v_key pg_catalog.text := idempotency.portable_key_arg(try_lock.key);
-	v_scope pg_catalog.text := idempotency.portable_scope(try_lock.scope);
 BEGIN
-	RETURN pg_catalog.pg_try_advisory_xact_lock(idempotency.portable_lock_key(v_owner, v_scope, v_key));
+	RETURN pg_catalog.pg_try_advisory_xact_lock(idempotency.portable_key_lock(try_lock.key, try_lock.scope));
 END
 $$;
 
