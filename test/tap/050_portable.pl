@@ -182,19 +182,68 @@ for my $who ([ 'l1', '' ], [ 'l12', '' ], [ 'l12', 'SET ROLE app2;' ], [ 'lnone'
 	is($node->safe_psql('app', $set . $owner_answer, extra_params => [ '-U', $login ]), $c_owner,
 		"owner_name() for $login $set: $c_owner");
 }
-# the documented difference: inside another SECURITY DEFINER function the C
-# edition sees that function's owner, the portable one the session's role
+# Whose call it is inside another role's SECURITY DEFINER function: the C
+# edition sees that function's owner; the portable edition too when the
+# session has that owner's privileges, and otherwise refuses (it cannot
+# tell the owner's call from the session's: doc/portable.md)
 my $definer = q{
 	CREATE FUNCTION public.as_app1() RETURNS text LANGUAGE sql SECURITY DEFINER
 		AS 'SELECT idempotency.owner_name()';
+	CREATE FUNCTION public.token_as_app1() RETURNS text LANGUAGE sql SECURITY DEFINER
+		AS $$SELECT count(*) || ' ' || idempotency.consume_token(idempotency.issue_token()) FROM idempotency.my_tokens$$;
 	ALTER FUNCTION public.as_app1() OWNER TO app1;
-	GRANT EXECUTE ON FUNCTION public.as_app1() TO lnone;
+	ALTER FUNCTION public.token_as_app1() OWNER TO app1;
+	GRANT EXECUTE ON FUNCTION public.as_app1(), public.token_as_app1() TO lnone, l1;
 };
 $node->safe_psql($_, $definer) for qw(c_edition app);
-is($node->safe_psql('c_edition', 'SELECT public.as_app1()', extra_params => [ '-U', 'lnone' ]), 'app1',
-	'C edition: a SECURITY DEFINER function owned by app1 works on app1\'s records');
-is($node->safe_psql('app', 'SELECT public.as_app1()', extra_params => [ '-U', 'lnone' ]), 'lnone',
-	'portable edition: on the session role\'s (doc/portable.md)');
+for my $db (qw(c_edition app))
+{
+	is($node->safe_psql($db, 'SELECT public.as_app1() || public.token_as_app1()', extra_params => [ '-U', 'l1' ]),
+		'app10 true', "$db: app1's SECURITY DEFINER function in a session of app1's login works on app1's records");
+}
+is($node->safe_psql('c_edition', 'SELECT public.as_app1() || public.token_as_app1()', extra_params => [ '-U', 'lnone' ]),
+	'app11 true', 'C edition: in a session of another role too');
+my $refused = q{
+	CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE st text; msg text;
+	BEGIN
+		EXECUTE q;
+		RETURN 'ok';
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+		RETURN st || ' ' || msg;
+	END $$;
+};
+my $in_session = 'the portable edition of idempotency cannot work for role "app1" in a session of role "lnone"';
+for my $call ('SELECT public.as_app1()', 'SELECT public.token_as_app1()',
+	q{SELECT idempotency.portable_owner('app1', NULL)},
+	q{SELECT idempotency.portable_issue_token('app1', '', '1 hour')},
+	q{SELECT * FROM idempotency.portable_lookup('app1', 'lk1', '', NULL)})
+{
+	(my $quoted = $call) =~ s/'/''/g;
+	is($node->safe_psql('app', "$refused SELECT pg_temp.try('$quoted')", extra_params => [ '-U', 'lnone' ]),
+		"42501 $in_session", "portable edition, in a session of another role: $call refused");
+}
+is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.tokens WHERE owner = 'lnone'}), '0',
+	'and nothing was stored under the session\'s role');
+# (the tokens above are not part of the comparisons below)
+$node->safe_psql('c_edition', 'DELETE FROM idempotency.tokens');
+$node->safe_psql('app', 'DELETE FROM idempotency.tokens', extra_params => [ '-U', 'owner' ]);
+# a body called directly is no way around a grant an administrator trimmed
+$node->safe_psql('postgres', 'CREATE ROLE app4; CREATE ROLE l4 LOGIN IN ROLE app4;');
+my $trim = q{
+	SELECT idempotency.grant_usage('app4');
+	REVOKE EXECUTE ON FUNCTION idempotency.issue_token(text, interval) FROM app4;
+};
+$node->safe_psql('c_edition', $trim);
+$node->safe_psql('app', $trim, extra_params => [ '-U', 'owner' ]);
+my $c_trimmed = $node->safe_psql('c_edition', "$refused SELECT pg_temp.try('SELECT idempotency.issue_token()')", extra_params => [ '-U', 'l4' ]);
+is($c_trimmed, '42501 permission denied for function issue_token', 'C edition: a trimmed grant refuses the call');
+for my $call ('SELECT idempotency.issue_token()', q{SELECT idempotency.portable_issue_token(current_user, '''', ''1 hour'')})
+{
+	is($node->safe_psql('app', "$refused SELECT pg_temp.try('$call')", extra_params => [ '-U', 'l4' ]),
+		$c_trimmed, "portable edition: so does it, for $call");
+}
 is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.my_records}, extra_params => [ '-U', 'l1' ]),
 	'0', 'an application\'s login reads its own records through my_records');
 

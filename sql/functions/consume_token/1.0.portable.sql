@@ -2,7 +2,9 @@
  * tokens.c's consume_token, in PL/pgSQL: true exactly once while unexpired;
  * a second consumer waits for the first's row lock and then sees it used.
  */
-CREATE FUNCTION idempotency.consume_token(token pg_catalog.text, scope pg_catalog.text DEFAULT '')
+CREATE FUNCTION idempotency.portable_consume_token(caller pg_catalog.name,
+												   token pg_catalog.text,
+												   scope pg_catalog.text)
 RETURNS pg_catalog.bool
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -14,12 +16,12 @@ DECLARE
 	v_now pg_catalog.timestamptz;
 	n pg_catalog.int8;
 BEGIN
-	IF consume_token.token IS NULL THEN
+	IF portable_consume_token.token IS NULL THEN
 		RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	v_token := idempotency.key(consume_token.token);
-	v_scope := idempotency.portable_scope(consume_token.scope);
-	v_owner := idempotency.owner_name();
+	v_token := idempotency.key(portable_consume_token.token);
+	v_scope := idempotency.portable_scope(portable_consume_token.scope);
+	v_owner := idempotency.portable_owner(caller, 'idempotency.consume_token(pg_catalog.text, pg_catalog.text)');
 	v_now := pg_catalog.clock_timestamp();
 	UPDATE idempotency.tokens AS t SET consumed_at = v_now
 	 WHERE t.token OPERATOR(pg_catalog.=) v_token AND t.scope OPERATOR(pg_catalog.=) v_scope
@@ -29,6 +31,14 @@ BEGIN
 	RETURN n OPERATOR(pg_catalog.=) 1;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_consume_token(pg_catalog.name, pg_catalog.text, pg_catalog.text) IS
+'consume_token() for a caller, checked against the session';
+
+CREATE FUNCTION idempotency.consume_token(token pg_catalog.text, scope pg_catalog.text DEFAULT '')
+RETURNS pg_catalog.bool
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN idempotency.portable_consume_token(CURRENT_USER, token, scope);
 
 COMMENT ON FUNCTION idempotency.consume_token(pg_catalog.text, pg_catalog.text) IS
 'true exactly once for an unexpired token; false for used, expired or unknown tokens alike';

@@ -3,17 +3,18 @@
  * outbox message stored under the name, and the name's standing as an
  * application role once no role has it.
  */
-CREATE FUNCTION idempotency.forget_role(role_name pg_catalog.text)
+CREATE FUNCTION idempotency.portable_forget_role(caller pg_catalog.name,
+												 role_name pg_catalog.text)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_name pg_catalog.text := idempotency.portable_role_name(forget_role.role_name, 'role_name');
+	v_name pg_catalog.text := idempotency.portable_role_name(portable_forget_role.role_name, 'role_name');
 	deleted pg_catalog.int8 := 0;
 	n pg_catalog.int8;
 BEGIN
-	PERFORM idempotency.owner_name();
+	PERFORM idempotency.portable_owner(caller, 'idempotency.forget_role(pg_catalog.text)');
 	DELETE FROM idempotency.registry AS t WHERE t.owner OPERATOR(pg_catalog.=) v_name;
 	GET DIAGNOSTICS n = ROW_COUNT;
 	deleted := deleted OPERATOR(pg_catalog.+) n;
@@ -32,6 +33,14 @@ BEGIN
 	RETURN deleted;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_forget_role(pg_catalog.name, pg_catalog.text) IS
+'forget_role() for a caller, checked against the session';
+
+CREATE FUNCTION idempotency.forget_role(role_name pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN idempotency.portable_forget_role(CURRENT_USER, role_name);
 
 COMMENT ON FUNCTION idempotency.forget_role(pg_catalog.text) IS
 'delete every record, inbox entry, token and outbox message stored under a role name in this database; returns how many';

@@ -4,19 +4,20 @@
  * between the two); the unique index makes a concurrent receive of the id
  * wait for the first and then see it, as in the C edition.
  */
-CREATE FUNCTION idempotency.inbox_receive(consumer pg_catalog.text,
-										  message_id pg_catalog.text,
-										  ttl pg_catalog.interval DEFAULT '7 days')
+CREATE FUNCTION idempotency.portable_inbox_receive(caller pg_catalog.name,
+												   consumer pg_catalog.text,
+												   message_id pg_catalog.text,
+												   ttl pg_catalog.interval)
 RETURNS pg_catalog.bool
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_consumer pg_catalog.text := idempotency.portable_text_arg(inbox_receive.consumer, 'consumer');
-	v_id pg_catalog.text := idempotency.portable_text_arg(inbox_receive.message_id, 'message_id');
-	v_owner pg_catalog.text := idempotency.owner_name();
+	v_consumer pg_catalog.text := idempotency.portable_text_arg(portable_inbox_receive.consumer, 'consumer');
+	v_id pg_catalog.text := idempotency.portable_text_arg(portable_inbox_receive.message_id, 'message_id');
+	v_owner pg_catalog.text := idempotency.portable_owner(caller, 'idempotency.inbox_receive(pg_catalog.text, pg_catalog.text, pg_catalog.interval)');
 	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
-	v_expires pg_catalog.timestamptz := idempotency.portable_after(v_now, inbox_receive.ttl, 'ttl');
+	v_expires pg_catalog.timestamptz := idempotency.portable_after(v_now, portable_inbox_receive.ttl, 'ttl');
 	n pg_catalog.int8;
 BEGIN
 	INSERT INTO idempotency.inbox AS i (owner, consumer, message_id, received_at, expires_at)
@@ -36,6 +37,16 @@ BEGIN
 	RETURN n OPERATOR(pg_catalog.=) 1;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_inbox_receive(pg_catalog.name, pg_catalog.text, pg_catalog.text, pg_catalog.interval) IS
+'inbox_receive() for a caller, checked against the session';
+
+CREATE FUNCTION idempotency.inbox_receive(consumer pg_catalog.text,
+										  message_id pg_catalog.text,
+										  ttl pg_catalog.interval DEFAULT '7 days')
+RETURNS pg_catalog.bool
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN idempotency.portable_inbox_receive(CURRENT_USER, consumer, message_id, ttl);
 
 COMMENT ON FUNCTION idempotency.inbox_receive(pg_catalog.text, pg_catalog.text, pg_catalog.interval) IS
 'true the first time a consumer sees a message id, false for a redelivery';

@@ -3,16 +3,17 @@
  * input order, each once; recorded in sorted order, as the C edition does,
  * so that two batches that share ids lock them in one order.
  */
-CREATE FUNCTION idempotency.inbox_receive_batch(consumer pg_catalog.text,
-												message_ids pg_catalog.text[],
-												ttl pg_catalog.interval DEFAULT '7 days')
+CREATE FUNCTION idempotency.portable_inbox_receive_batch(caller pg_catalog.name,
+														 consumer pg_catalog.text,
+														 message_ids pg_catalog.text[],
+														 ttl pg_catalog.interval)
 RETURNS SETOF pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_consumer pg_catalog.text := idempotency.portable_text_arg(inbox_receive_batch.consumer, 'consumer');
-	v_ids pg_catalog.text[] := inbox_receive_batch.message_ids;
+	v_consumer pg_catalog.text := idempotency.portable_text_arg(portable_inbox_receive_batch.consumer, 'consumer');
+	v_ids pg_catalog.text[] := portable_inbox_receive_batch.message_ids;
 	v_sorted pg_catalog.text[];
 	v_new pg_catalog.text[];
 	v_owner pg_catalog.text;
@@ -42,9 +43,9 @@ BEGIN
 		RETURN;
 	END IF;
 	v_sorted := ARRAY(SELECT DISTINCT m.id COLLATE "C" FROM pg_catalog.unnest(v_ids) AS m(id) ORDER BY 1);
-	v_owner := idempotency.owner_name();
+	v_owner := idempotency.portable_owner(caller, 'idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.text[], pg_catalog.interval)');
 	v_now := pg_catalog.clock_timestamp();
-	v_expires := idempotency.portable_after(v_now, inbox_receive_batch.ttl, 'ttl');
+	v_expires := idempotency.portable_after(v_now, portable_inbox_receive_batch.ttl, 'ttl');
 
 	-- the new ids; then the expired among the others, renewed; then any
 	-- the cleanup deleted between the two
@@ -75,6 +76,18 @@ BEGIN
 		 ORDER BY f.n;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_inbox_receive_batch(pg_catalog.name, pg_catalog.text, pg_catalog.text[], pg_catalog.interval) IS
+'inbox_receive_batch() for a caller, checked against the session';
+
+CREATE FUNCTION idempotency.inbox_receive_batch(consumer pg_catalog.text,
+												message_ids pg_catalog.text[],
+												ttl pg_catalog.interval DEFAULT '7 days')
+RETURNS SETOF pg_catalog.text
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+BEGIN ATOMIC
+	SELECT * FROM idempotency.portable_inbox_receive_batch(CURRENT_USER, consumer, message_ids, ttl);
+END;
 
 COMMENT ON FUNCTION idempotency.inbox_receive_batch(pg_catalog.text, pg_catalog.text[], pg_catalog.interval) IS
 'the message ids a consumer has not seen before, in input order, each once';

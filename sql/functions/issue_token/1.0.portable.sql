@@ -4,20 +4,21 @@
  * UUIDs carry 122: the random hex digits of two of them, without the fixed
  * version digit and the variant digit, give the 32 that a token needs.
  */
-CREATE FUNCTION idempotency.issue_token(scope pg_catalog.text DEFAULT '',
-										ttl pg_catalog.interval DEFAULT '10 minutes')
+CREATE FUNCTION idempotency.portable_issue_token(caller pg_catalog.name,
+												 scope pg_catalog.text,
+												 ttl pg_catalog.interval)
 RETURNS idempotency.key
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_scope pg_catalog.text := idempotency.portable_scope(issue_token.scope);
+	v_scope pg_catalog.text := idempotency.portable_scope(portable_issue_token.scope);
 	v_random pg_catalog.text;
 	v_owner pg_catalog.text;
 	v_now pg_catalog.timestamptz;
 	v_token pg_catalog.text;
 BEGIN
-	IF issue_token.ttl IS NULL THEN
+	IF portable_issue_token.ttl IS NULL THEN
 		RAISE EXCEPTION 'ttl must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	-- of each UUID's 32 hex digits, all but the 13th and the 17th
@@ -27,13 +28,22 @@ BEGIN
 	  FROM (SELECT pg_catalog.replace(pg_catalog.gen_random_uuid()::pg_catalog.text, '-', '')
 			  FROM pg_catalog.generate_series(1, 2)) AS u(h);
 	v_token := 'tk_' OPERATOR(pg_catalog.||) pg_catalog.left(v_random, 32);
-	v_owner := idempotency.owner_name();
+	v_owner := idempotency.portable_owner(caller, 'idempotency.issue_token(pg_catalog.text, pg_catalog.interval)');
 	v_now := pg_catalog.clock_timestamp();
 	INSERT INTO idempotency.tokens (owner, scope, token, issued_at, expires_at)
-	VALUES (v_owner, v_scope, v_token, v_now, idempotency.portable_after(v_now, issue_token.ttl, 'ttl'));
+	VALUES (v_owner, v_scope, v_token, v_now, idempotency.portable_after(v_now, portable_issue_token.ttl, 'ttl'));
 	RETURN v_token;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_issue_token(pg_catalog.name, pg_catalog.text, pg_catalog.interval) IS
+'issue_token() for a caller, checked against the session';
+
+CREATE FUNCTION idempotency.issue_token(scope pg_catalog.text DEFAULT '',
+										ttl pg_catalog.interval DEFAULT '10 minutes')
+RETURNS idempotency.key
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN idempotency.portable_issue_token(CURRENT_USER, scope, ttl);
 
 COMMENT ON FUNCTION idempotency.issue_token(pg_catalog.text, pg_catalog.interval) IS
 'a new one-time token (128 random bits) for the calling role';

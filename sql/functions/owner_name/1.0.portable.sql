@@ -4,22 +4,44 @@
  * privileges it has (IK007 if more than one); a role that has none but holds
  * part of the API is refused (IK008); any other role, its own name.
  *
- * SECURITY DEFINER, to read application_roles; inside it current_user is
- * its owner, so the caller is the session's role: the one SET ROLE chose,
- * or the login (doc/portable.md: a call from inside another SECURITY
- * DEFINER function is the session's, not that function owner's, as it is
- * in the C edition).
+ * Whose call it is: in the C edition, current_user.  Inside a SECURITY
+ * DEFINER function current_user is that function's owner, so every API
+ * function of the portable edition is a SECURITY INVOKER function in SQL
+ * that passes its current_user to a SECURITY DEFINER body, and the body
+ * asks portable_owner for the owner.  A body can be called directly with
+ * any name, so portable_owner believes the name only if the session's role
+ * (the one SET ROLE chose, or the login; neither can be claimed without
+ * the right to) has the privileges of the role named: what a session could
+ * do as that role anyway.  A caller that is a SECURITY DEFINER function
+ * owned by a role whose privileges the session does not have is refused,
+ * where the C edition works on that owner's records (doc/portable.md).  With
+ * api, the caller must also hold EXECUTE on that function of the API, as
+ * it must to call it: a body is no way around a grant revoked.
  */
-CREATE FUNCTION idempotency.owner_name()
+CREATE FUNCTION idempotency.portable_owner(caller pg_catalog.name, api pg_catalog.regprocedure)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	caller pg_catalog.name := COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user);
+	session_role pg_catalog.name := COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user);
 	found pg_catalog.name;
 	app pg_catalog.name;
 BEGIN
+	IF caller IS NULL THEN
+		RAISE EXCEPTION 'caller must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF caller OPERATOR(pg_catalog.<>) session_role AND NOT pg_catalog.pg_has_role(session_role, caller, 'USAGE') THEN
+		RAISE EXCEPTION 'the portable edition of idempotency cannot work for role "%" in a session of role "%"', caller, session_role
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('The call came from code running as "%s" (a SECURITY DEFINER function) whose privileges "%s" does not have; the portable edition works only for roles whose privileges the session has.', caller, session_role),
+				  HINT = 'Make the call outside SECURITY DEFINER code owned by another role, or use the C edition.';
+	END IF;
+	IF api IS NOT NULL AND NOT pg_catalog.has_function_privilege(caller, api, 'EXECUTE') THEN
+		RAISE EXCEPTION 'permission denied for function %',
+			(SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) api)
+			USING ERRCODE = 'insufficient_privilege';
+	END IF;
 	IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
 		RETURN caller;
 	END IF;
@@ -65,6 +87,14 @@ BEGIN
 	RETURN caller;
 END
 $$;
+
+COMMENT ON FUNCTION idempotency.portable_owner(pg_catalog.name, pg_catalog.regprocedure) IS
+'the role name a caller''s records are stored under, the caller checked against the session';
+
+CREATE FUNCTION idempotency.owner_name()
+RETURNS pg_catalog.text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN idempotency.portable_owner(CURRENT_USER, NULL);
 
 COMMENT ON FUNCTION idempotency.owner_name() IS
 'the role name the caller''s records are stored under: the application role grant_usage was given to';

@@ -7,8 +7,8 @@
  * pg_locks is (the C edition's tag has a field SQL cannot set, and a hash
  * seeded at server start).  The advisory space is one every role can take
  * locks in: a number seen in pg_locks while its lock is held can be taken
- * (doc/portable.md).  Revoked from PUBLIC: lock() and try_lock() call it as
- * their owner.  An owner whose role no longer exists (renamed under an
+ * (doc/portable.md).  Revoked from PUBLIC: portable_key_lock() calls it as
+ * its owner.  An owner whose role no longer exists (renamed under an
  * open session) is an error, as get_role_oid's in the C edition.
  */
 CREATE FUNCTION idempotency.portable_lock_key(owner pg_catalog.text, scope pg_catalog.text, key pg_catalog.text)
@@ -42,26 +42,37 @@ COMMENT ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.te
 REVOKE ALL ON FUNCTION idempotency.portable_lock_key(pg_catalog.text, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 /*
- * The number of the caller's key lock, its arguments checked as lock_tag
+ * The number of a caller's key lock, its arguments checked as lock_tag
  * checks them: whose lock first, then the key, then the scope.  SECURITY
- * DEFINER, to compute the number; revoked from PUBLIC, lock() and
- * try_lock() call it.
+ * DEFINER, to compute the number; lock() and try_lock() pass it their
+ * caller and their own name, so that it checks the caller's grant of the
+ * one called (portable_owner).
  */
-CREATE FUNCTION idempotency.portable_key_lock(key pg_catalog.text, scope pg_catalog.text)
+CREATE FUNCTION idempotency.portable_key_lock(caller pg_catalog.name,
+											  api pg_catalog.text,
+											  key pg_catalog.text,
+											  scope pg_catalog.text)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_owner pg_catalog.text := idempotency.owner_name();
-	v_key pg_catalog.text := idempotency.portable_key_arg(portable_key_lock.key);
-	v_scope pg_catalog.text := idempotency.portable_scope(portable_key_lock.scope);
+	v_api pg_catalog.regprocedure := CASE portable_key_lock.api
+		WHEN 'lock' THEN 'idempotency.lock(pg_catalog.text, pg_catalog.text)'::pg_catalog.regprocedure
+		WHEN 'try_lock' THEN 'idempotency.try_lock(pg_catalog.text, pg_catalog.text)'::pg_catalog.regprocedure END;
+	v_owner pg_catalog.text;
+	v_key pg_catalog.text;
+	v_scope pg_catalog.text;
 BEGIN
+	IF v_api IS NULL THEN
+		RAISE EXCEPTION 'api must be lock or try_lock' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_owner := idempotency.portable_owner(caller, v_api);
+	v_key := idempotency.portable_key_arg(portable_key_lock.key);
+	v_scope := idempotency.portable_scope(portable_key_lock.scope);
 	RETURN idempotency.portable_lock_key(v_owner, v_scope, v_key);
 END
 $$;
 
-COMMENT ON FUNCTION idempotency.portable_key_lock(pg_catalog.text, pg_catalog.text) IS
-'the number of the caller''s lock of a key in a scope, its arguments checked';
-
-REVOKE ALL ON FUNCTION idempotency.portable_key_lock(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_key_lock(pg_catalog.name, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+'the number of a caller''s lock of a key in a scope, its arguments checked';
