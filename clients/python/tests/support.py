@@ -1,0 +1,164 @@
+"""What the tests share: the connection (libpq's PG* variables, or
+IDEMPOTENCY_TEST_CONNINFO), the edition under test (IDEMPOTENCY_EDITION: c or
+portable), the business tables, and the advisory lock that makes a request
+"in flight" for as long as a test wants, not for as long as it happens to take.
+
+The role needs the extension's grant_usage and CREATE on the schema public.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import psycopg
+
+CONNINFO = os.environ.get("IDEMPOTENCY_TEST_CONNINFO", "")
+EDITION = os.environ.get("IDEMPOTENCY_EDITION", "c")
+if EDITION not in ("c", "portable"):
+    raise SystemExit(f"IDEMPOTENCY_EDITION is c or portable, not {EDITION!r}")
+ROOT = Path(__file__).resolve().parent.parent
+# every run's keys are new, so the tests can run again on the same database
+RUN = uuid.uuid4().hex[:8]
+# the advisory lock the business table's trigger waits for
+HOLD_LOCK = 4243
+# a bound for every wait on a condition, so that a broken server fails a
+# test instead of hanging it
+DEADLINE = float(os.environ.get("IDEMPOTENCY_TEST_DEADLINE", "60"))
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS py_charges (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    amount integer NOT NULL,
+    idempotency_key text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS py_effects (consumer text NOT NULL, message_id text NOT NULL);
+-- in flight for as long as the test holds the lock; 57014 as if cancelled
+CREATE OR REPLACE FUNCTION py_charges_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared({HOLD_LOCK});
+    IF NEW.amount = 57014 THEN
+        RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER py_charges_hold BEFORE INSERT ON py_charges
+    FOR EACH ROW EXECUTE FUNCTION py_charges_hold();
+"""
+
+
+def connect(**kwargs: Any) -> psycopg.Connection[Any]:
+    """A connection with psycopg's defaults (prepared statements included)."""
+    return psycopg.connect(CONNINFO, **kwargs)
+
+
+_schema_ready = False
+
+
+def setup_schema() -> None:
+    global _schema_ready
+    if _schema_ready:
+        return
+    with connect(autocommit=True) as conn:
+        # two test processes on one database create the tables once
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(4244)")
+            conn.execute(SCHEMA)
+    _schema_ready = True
+
+
+def key(name: str) -> str:
+    return f"{RUN}-{name}"
+
+
+def scalar(query: str, params: tuple[Any, ...] = ()) -> Any:
+    with connect(autocommit=True) as conn:
+        row = conn.execute(query, params).fetchone()
+        return row[0] if row else None
+
+
+def charges(k: str) -> int:
+    return int(scalar("SELECT count(*) FROM py_charges WHERE idempotency_key = %s", (k,)))
+
+
+def wait_until(what: str, check: Callable[[], bool]) -> None:
+    """Waits for a condition of the database or a process, never for a time."""
+    end = time.monotonic() + DEADLINE
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+class Hold:
+    """Holds the business table's trigger: every insert waits until release()."""
+
+    def __init__(self) -> None:
+        self.conn = connect()
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (HOLD_LOCK,))
+
+    @staticmethod
+    def waiting() -> int:
+        return int(scalar("""SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+                               AND classid = 0 AND objid = %s AND objsubid = 1 AND NOT granted""",
+                          (HOLD_LOCK,)))
+
+    def wait_for(self, n: int = 1) -> None:
+        wait_until(f"{n} insert(s) waiting on the held trigger", lambda: self.waiting() >= n)
+
+    def release(self) -> None:
+        if not self.conn.closed:
+            self.conn.rollback()
+            self.conn.close()
+
+    def __enter__(self) -> "Hold":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One of tests/serve.py's servers, in a process of its own (so that a
+    test can kill it with SIGKILL)."""
+
+    def __init__(self, kind: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.serve", kind, str(self.port)],
+                                     cwd=ROOT, env=env)
+        wait_until(f"the {kind} server on port {self.port}", self._listening)
+
+    def _listening(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the server exited with {self.proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill() if kill else self.proc.terminate()
+        self.proc.wait(timeout=DEADLINE)
+
+
+def other_sessions_busy() -> Optional[int]:
+    """How many of this role's other sessions are in a statement or a transaction."""
+    return int(scalar("""SELECT count(*) FROM pg_stat_activity
+                          WHERE usename = current_user AND pid <> pg_backend_pid()
+                            AND backend_type = 'client backend' AND state <> 'idle'"""))
