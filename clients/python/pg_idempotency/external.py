@@ -86,6 +86,8 @@ class Claim:
         self._live()
         if lease is not None:
             self.renew(lease)
+        else:
+            self._still_mine()
         result = fn()
         steps = {**self.steps, name: result}
         _one(self.conn, """SELECT idempotency.idempotent_checkpoint(%s, %s, %s::jsonb, %s,
@@ -124,6 +126,16 @@ class Claim:
         _one(self.conn, "SELECT idempotency.idempotent_abandon(%s, %s, attempt => %s)",
              (self.key, self.scope, self.attempt))
         self.outcome = "abandoned"
+
+    def _still_mine(self) -> None:
+        """A worker whose claim was taken over stops before it calls out
+        again; the checkpoint after the call is the fence that counts."""
+        (attempt,) = _one(self.conn, """
+            SELECT coalesce((SELECT attempt FROM idempotency.my_records
+                              WHERE key = %s AND scope = %s AND status = 'processing'), 0)""",
+            (self.key, self.scope))
+        if attempt != self.attempt:
+            raise ClaimLost(f"the claim of idempotency key \"{self.key}\" was taken over")
 
     def _live(self) -> None:
         if self.outcome != "execute":
