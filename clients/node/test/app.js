@@ -7,13 +7,13 @@ const idempotency = require('..');
 
 /** The routes: [method, path, options, handler] */
 function routes() {
-  const charge = async (req, { client, key }) => {
+  const charge = async (req, { client, key, scope }) => {
     const { amount, fail } = req.body ?? {};
     if (!Number.isInteger(amount) || amount <= 0)
       return { status: 400, body: { error: 'amount must be a positive integer' } };
     const { rows: [c] } = await client.query(
-      `INSERT INTO charges (idempotency_key, amount, fail_with) VALUES ($1, $2, $3)
-       RETURNING id::text, amount`, [key ?? 'none', amount, fail ?? null]);
+      `INSERT INTO charges (idempotency_key, scope, amount, fail_with) VALUES ($1, $2, $3, $4)
+       RETURNING id::text, amount`, [key ?? 'none', scope, amount, fail ?? null]);
     if (amount === 500) return { status: 500, body: { error: 'the provider failed' } };
     // header lines in their order; Link and Set-Cookie repeat
     return {

@@ -9,6 +9,7 @@
 CREATE TABLE charges (
 	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	idempotency_key text NOT NULL,
+	scope text NOT NULL,
 	amount integer NOT NULL,
 	fail_with text,
 	created_at timestamptz NOT NULL DEFAULT now()
