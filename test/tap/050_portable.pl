@@ -412,6 +412,173 @@ is_deeply(\@portable_inbox, \@c_inbox, 'the inbox, tokens, key locks, forget_key
 like($c_inbox[4], qr/ok m3,m2,m4$/, '(a batch gives its new ids in input order, each once)');
 like(join("\n", @c_inbox), qr/lk3'\)::text\}?: 55006 idempotency key "lk3" in scope "" of role "app1" is claimed and not finished/,
 	'(forget_key refuses a claim not finished in both)');
+# The claim protocol: begin, finish and abandon, the same calls in both
+# editions, each a transaction of its own (pg_temp.seq runs several
+# statements in one), with the same answers.  Attempt numbers come from
+# each edition's clock: shown as "A" in the answers.
+my $claim_fns = $answer_fn . q{
+	CREATE FUNCTION pg_temp.seq(VARIADIC calls text[]) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE c text; result text; answers text[] := '{}';
+	BEGIN
+		FOREACH c IN ARRAY calls LOOP
+			EXECUTE c INTO result;
+			answers := answers || coalesce(result, 'NULL');
+		END LOOP;
+		RETURN array_to_string(answers, ' | ');
+	END $$;
+};
+my $att = q{(SELECT attempt FROM idempotency.my_records WHERE key = '%s' AND scope = '')};
+# a begin's answer, its times as whether they are there
+sub begin_sql
+{
+	return q{SELECT concat_ws(' ', r.outcome, r.status, r.response, r.status_code, encode(r.body, 'hex'), r.headers,
+		CASE WHEN r.attempt > 0 THEN 'A' ELSE r.attempt::text END, r.previous_end,
+		CASE WHEN r.previous_attempt > 0 THEN 'A' END, r.lease_until IS NULL, r.expires_at IS NULL,
+		CASE WHEN r.retry_after > 3590 THEN 'hour' ELSE r.retry_after::text END,
+		r.recovery_point, r.recovery_state) FROM idempotency.idempotent_begin(} . $_[0] . ') AS r';
+}
+# several statements in one transaction
+sub seq
+{
+	return 'SELECT pg_temp.seq(' . join(', ', map { (my $q = $_) =~ s/'/''/g; "'$q'" } @_) . ')';
+}
+my $fin = q{SELECT idempotency.idempotent_finish};
+my @claim_steps = (
+	seq(begin_sql(q{'a1', request => '{"x": 1}'}), qq{$fin('a1', '{"r": 1}', status_code => 201, body => '\\x01ff', headers => '{"Location": "/a/1"}')}),
+	begin_sql(q{'a1', request => '{"x": 1.0}'}),
+	begin_sql(q{'a1', request => '{"x": 2}'}),
+	begin_sql(q{'a1'}),
+	begin_sql(q{'a1', 'other scope'}),
+	begin_sql(q{'a2', external => true, lease => '1 hour'}),
+	begin_sql(q{'a2'}),
+	begin_sql(q{'a2', wait => false}),
+	qq{$fin('a2', '{}')},
+	q{SELECT idempotency.idempotent_abandon('a2')::text},
+	qq{$fin('a2', '{}', attempt => 0)},
+	qq{$fin('a2', '{}', attempt => -5)},
+	qq{$fin('a2', '{}', attempt => 2000000000)},
+	qq{$fin('a2', '{}', attempt => 7)},
+	sprintf(qq{$fin('a2', '[1]', attempt => %s, headers => '[["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]]')}, sprintf($att, 'a2')),
+	sprintf(qq{$fin('a2', '[1]', attempt => %s, headers => '[["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]]')}, sprintf($att, 'a2')),
+	sprintf(qq{$fin('a2', '[2]', attempt => %s)}, sprintf($att, 'a2')),
+	sprintf(q{SELECT idempotency.idempotent_abandon('a2', attempt => %s)::text}, sprintf($att, 'a2')),
+	begin_sql(q{'a2'}),
+	begin_sql(q{'a3', external => true}),
+	sprintf(q{SELECT idempotency.idempotent_abandon('a3', attempt => %s)::text}, sprintf($att, 'a3')),
+	sprintf(qq{$fin('a3', '{}', attempt => %s)}, sprintf($att, 'a3')),
+	seq(begin_sql(q{'a3'}), qq{$fin('a3', NULL, failed => true, status_code => 402, ttl => '1 hour')}),
+	begin_sql(q{'a3'}),
+	begin_sql(q{'a4', external => true, lease => '1 hour'}),
+	[ 'postgres', q{SELECT count(*)::text FROM (UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'a4' RETURNING 1) AS u} ],
+	begin_sql(q{'a4', external => true}),
+	qq{$fin('a4', '{}', attempt => (SELECT attempt - 1 FROM idempotency.my_records WHERE key = 'a4'))},
+	[ 'postgres', q{SELECT count(*)::text FROM (UPDATE idempotency.registry SET expires_at = now() - interval '1 second' WHERE key IN ('a1', 'a4') RETURNING 1) AS u} ],
+	sprintf(qq{$fin('a4', '{}', attempt => %s)}, sprintf($att, 'a4')),
+	seq(begin_sql(q{'a1', request => '{"x": 1}'}), qq{$fin('a1', '"again"')}),
+	seq(begin_sql(q{'a4'}), q{SELECT idempotency.idempotent_abandon('a4')::text}, begin_sql(q{'a4'}), begin_sql(q{'a4'}), qq{$fin('a4', '{}')}),
+	seq(begin_sql(q{'a5', defer_claim => true}), qq{$fin('a5', '{}')}, begin_sql(q{'a5'})),
+	seq(q{SELECT (idempotency.issue_token('pay') IS NOT NULL)::text},
+		begin_sql(q{(SELECT token FROM idempotency.my_tokens WHERE scope = 'pay'), 'pay', require_token => true}),
+		qq{$fin((SELECT token FROM idempotency.my_tokens WHERE scope = 'pay'), '{}', 'pay')}),
+	begin_sql(q{(SELECT token FROM idempotency.my_tokens WHERE scope = 'pay'), 'pay', require_token => true}),
+	begin_sql(q{'tk_0123', 'pay', require_token => true}),
+	begin_sql(q{NULL}),
+	begin_sql(q{' k'}),
+	begin_sql(q{'k', NULL}),
+	begin_sql(q{'k', repeat('s', 256)}),
+	begin_sql(q{'k', ttl => NULL}),
+	begin_sql(q{'k', ttl => '-1 hour'}),
+	begin_sql(q{'k', lease => '0 seconds'}),
+	begin_sql(q{'k', wait => NULL}),
+	begin_sql(q{'k', require_token => NULL}),
+	begin_sql(q{'k', max_wait => '-1 second'}),
+	begin_sql(q{'k', defer_claim => NULL}),
+	begin_sql(q{'k', external => NULL}),
+	begin_sql(q{'k', defer_claim => true, external => true}),
+	qq{$fin(NULL, '{}')},
+	qq{$fin('k', '{}', NULL)},
+	qq{$fin('k', '{}', failed => NULL)},
+	qq{$fin('k', '{}', status_code => 99)},
+	qq{$fin('k', '{}', status_code => 600)},
+	qq{$fin('k', '{}', headers => '"x"')},
+	qq{$fin('k', '{}', headers => '[["A"]]')},
+	qq{$fin('k', '{}', headers => '[["A", "b", "c"]]')},
+	qq{$fin('k', '{}', headers => '[1]')},
+	qq{$fin('k', '{}', headers => '[[1, "b"]]')},
+	qq{$fin('k', '{}', headers => '[["A", 1]]')},
+	qq{$fin('k', '{}', headers => '{"Bad Name": "x"}')},
+	qq{$fin('k', '{}', headers => '{"": "x"}')},
+	qq{$fin('k', '{}', headers => '{"A": "x\\ny"}')},
+	qq{$fin('k', '{}', headers => '{"A": "x\\ty"}')},
+	qq{$fin('k', '{}', headers => '{"A": []}')},
+	qq{$fin('k', '{}', headers => '{"A": ["x", 1]}')},
+	qq{$fin('k', '{}', headers => '{"A": {}}')},
+	qq{$fin('k', '{}', ttl => '0 seconds')},
+	q{SELECT idempotency.idempotent_abandon(NULL)::text},
+	q{SELECT idempotency.idempotent_abandon('k', NULL)::text},
+	q{SELECT idempotency.idempotent_abandon('never')::text},
+	q{SELECT idempotency.idempotent_abandon('a3')::text},
+	[ 'lnone', begin_sql(q{'a1'}) ],
+	[ 'l12', begin_sql(q{'a1'}) ],
+	[ 'postgres', q{SELECT string_agg(owner || '/' || scope || '/' || key || '/' || status || '/' || coalesce(response::text, '-') || '/' || coalesce(status_code::text, '-') || '/' || coalesce(headers::text, '-'), ' ' ORDER BY key::text COLLATE "C", scope COLLATE "C") FROM idempotency.registry WHERE key::text !~ '^(lk|tk_)'} ]);
+my (@c_claims, @portable_claims);
+for my $step (@claim_steps)
+{
+	my ($login, $call) = ref $step ? @$step : ('l1', $step);
+	(my $quoted = $call) =~ s/'/''/g;
+	for my $db (qw(c_edition app))
+	{
+		my ($ret, $out, $err) = $node->psql($db, "$claim_fns SELECT pg_temp.answer('$quoted')", extra_params => [ '-U', $login ]);
+		my $answer = "$login: $call: " . ($ret == 0 ? $out : ($err =~ /ERROR:\s+(.*)/)[0]);
+		$answer =~ s/\b\d{9,10}\b/A/g;
+		push @{ $db eq 'app' ? \@portable_claims : \@c_claims }, $answer;
+	}
+}
+is_deeply(\@portable_claims, \@c_claims, 'begin, finish and abandon answer every call as the C edition does')
+  or diag(explain([ map { "C:        $c_claims[$_]\nportable: $portable_claims[$_]" } grep { $portable_claims[$_] ne $c_claims[$_] } 0 .. $#c_claims ]));
+like($c_claims[0], qr/ok execute processing .* \| completed$/, '(a claim executes and finishes in one transaction)');
+like($c_claims[1], qr/ok replay completed \{"r": 1\} 201 01ff \{"Location": "\/a\/1"\} A t f$/, '(and its retry replays the stored answer)');
+like($c_claims[6], qr/ok in_progress processing .* hour$/, '(a claim committed open is in progress until its lease ends)');
+my ($cr_ret, $cr_out, $cr_err) = $node->psql('app', q{SELECT outcome FROM idempotency.idempotent_begin('open')}, extra_params => [ '-U', 'l1' ]);
+my (undef, undef, $cr_c_err) = $node->psql('c_edition', q{SELECT outcome FROM idempotency.idempotent_begin('open')}, extra_params => [ '-U', 'l1' ]);
+is(($cr_err =~ /(ERROR:.*\nDETAIL:.*\nHINT:.*)/)[0], ($cr_c_err =~ /(ERROR:.*\nDETAIL:.*\nHINT:.*)/)[0],
+	'the commit rule: a transaction that would commit a claim not finished fails as in the C edition');
+is($node->safe_psql('app', q{SELECT count(*) FROM idempotency.registry WHERE key = 'open'}), '0', '(and commits nothing)');
+
+# A duplicate of a claim whose transaction is open: bounded, it answers
+# in_progress at once; unbounded, it waits for the holder, then replays its
+# answer if it committed, or executes if it rolled back; in both editions
+for my $db (qw(c_edition app))
+{
+	my $holder = $node->background_psql($db, extra_params => [ '-U', 'l1' ]);
+	$holder->query_safe(q{BEGIN; SELECT outcome FROM idempotency.idempotent_begin('w1')});
+	is($node->safe_psql($db, q{SELECT concat_ws(' ', outcome, attempt, retry_after) FROM idempotency.idempotent_begin('w1', wait => false)}, extra_params => [ '-U', 'l1' ]),
+		'in_progress 1', "$db: a duplicate with wait => false answers in_progress while the first is open");
+	is($node->safe_psql($db, q{SELECT outcome FROM idempotency.idempotent_begin('w1', max_wait => '50ms')}, extra_params => [ '-U', 'l1' ]),
+		'in_progress', "$db: so does one with max_wait, once it runs out");
+	$holder->query_safe('ROLLBACK');
+	for my $end ('COMMIT', 'ROLLBACK')
+	{
+		my $k = lc "w_$end";
+		$holder->query_safe(qq{BEGIN; SELECT outcome FROM idempotency.idempotent_begin('$k')});
+		my ($out, $err) = ('', '');
+		my $waiter = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr($db), '-U', 'l1', '-v', 'ON_ERROR_STOP=1', '-c',
+				qq{BEGIN; SELECT outcome FROM idempotency.idempotent_begin('$k', max_wait => '1 hour'); SELECT idempotency.idempotent_finish('$k', '"second"') WHERE (SELECT status FROM idempotency.lookup('$k')) = 'processing'; COMMIT;} ],
+			'>', \$out, '2>', \$err);
+		ok($node->poll_query_until($db, qq{SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%''$k''%'}),
+			"$db: an unbounded duplicate waits for the open claim");
+		$holder->query_safe($end eq 'COMMIT' ? qq{SELECT idempotency.idempotent_finish('$k', '"first"'); COMMIT} : 'ROLLBACK');
+		$waiter->finish;
+		is($out, $end eq 'COMMIT' ? "replay\n" : "execute\ncompleted\n",
+			"$db: and after the first's $end " . ($end eq 'COMMIT' ? 'replays its answer' : 'executes'));
+		is($node->safe_psql($db, qq{SELECT response FROM idempotency.lookup('$k')}, extra_params => [ '-U', 'l1' ]),
+			$end eq 'COMMIT' ? '"first"' : '"second"', "$db: (the answer stored is the " . ($end eq 'COMMIT' ? 'first' : 'second') . " request's)");
+	}
+	$holder->quit;
+}
+# (the records above are not part of what follows)
+$node->safe_psql($_, q{SELECT idempotency.forget_role('app1')}) for qw(c_edition app);
+
 # key locks: held to the end of the holder's transaction, per application,
 # per scope; the same sequence in both editions
 for my $db (qw(c_edition app))
@@ -456,8 +623,8 @@ is($node->safe_psql('app', q{
 	'300 portable tokens are distinct and every hex digit of them varies (no fixed UUID digit)');
 
 # what is not carried yet says so, in every transaction context
-for my $call ("SELECT idempotency.idempotent_begin('k')",
-	"BEGIN; SELECT idempotency.idempotent_finish('k', '{}'); COMMIT",
+for my $call ("SELECT idempotency.idempotent_renew('k', '1 hour', attempt => 1)",
+	"BEGIN; SELECT idempotency.idempotent_checkpoint('k', 'step', attempt => 1); COMMIT",
 	"BEGIN; SAVEPOINT s; SELECT idempotency.outbox_send('t', '{}'); COMMIT",
 	"SELECT * FROM idempotency.claim_stalled()")
 {
