@@ -141,7 +141,7 @@ my $tests_ok;
 		PGUSER => 'app', PGDATABASE => 'app', IDEMPOTENCY_EDITION => $edition);
 	delete $ENV{$_} for qw(PGSERVICE PGOPTIONS PGPASSWORD);
 	$tests_ok = IPC::Run::run(
-		[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 test/*.test.js' ],
+		[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 --test-timeout=120000 test/*.test.js' ],
 		'>', \$tout, '2>', \$terr, init => sub { chdir $dir },
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 }
