@@ -434,7 +434,7 @@ sub begin_sql
 	return q{SELECT concat_ws(' ', r.outcome, r.status, r.response, r.status_code, encode(r.body, 'hex'), r.headers,
 		CASE WHEN r.attempt > 0 THEN 'A' ELSE r.attempt::text END, r.previous_end,
 		CASE WHEN r.previous_attempt > 0 THEN 'A' END, r.lease_until IS NULL, r.expires_at IS NULL,
-		CASE WHEN r.retry_after > 3590 THEN 'hour' ELSE r.retry_after::text END,
+		CASE WHEN r.retry_after > 3590 THEN 'hour' WHEN r.retry_after > 200 THEN 'minutes' ELSE r.retry_after::text END,
 		r.recovery_point, r.recovery_state) FROM idempotency.idempotent_begin(} . $_[0] . ') AS r';
 }
 # several statements in one transaction
@@ -518,9 +518,68 @@ my @claim_steps = (
 	q{SELECT idempotency.idempotent_abandon('k', NULL)::text},
 	q{SELECT idempotency.idempotent_abandon('never')::text},
 	q{SELECT idempotency.idempotent_abandon('a3')::text},
+	# recovery points, renewal and the completer
+	begin_sql(q{'r1', external => true, lease => '1 hour'}),
+	q{SELECT idempotency.idempotent_checkpoint('r1', 'charged', '{"id": 1}')},
+	sprintf(q{SELECT idempotency.idempotent_checkpoint('r1', 'charged', '{"id": 1}', attempt => %s)}, sprintf($att, 'r1')),
+	q{SELECT idempotency.idempotent_checkpoint('r1', 'charged', attempt => 5)},
+	q{SELECT idempotency.idempotent_renew('r1', '2 hours')::text},
+	sprintf(q{SELECT (idempotency.idempotent_renew('r1', '2 hours', attempt => %s) > now() + interval '119 minutes')::text}, sprintf($att, 'r1')),
+	sprintf(q{SELECT (idempotency.idempotent_renew('r1', '2 days', attempt => %s) = (SELECT expires_at FROM idempotency.my_records WHERE key = 'r1'))::text}, sprintf($att, 'r1')),
+	[ 'postgres', q{SELECT count(*)::text FROM (UPDATE idempotency.registry SET lease_until = now() - interval '1 second' WHERE key = 'r1' RETURNING 1) AS u} ],
+	q{SELECT string_agg(concat_ws(' ', s.key, s.scope, s.attempt > s.previous_attempt, s.lease_until > now() + interval '4 minutes', s.recovery_point, s.recovery_state), ',') FROM idempotency.claim_stalled() AS s},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled()},
+	begin_sql(q{'r1'}),
+	seq(begin_sql(q{'r2'}), q{SELECT idempotency.idempotent_checkpoint('r2', 's1', '[1]')},
+		q{SELECT (idempotency.idempotent_renew('r2', '1 hour') IS NOT NULL)::text}, q{SELECT count(*)::text FROM idempotency.claim_stalled()},
+		qq{$fin('r2', '{}')}),
+	seq(begin_sql(q{'r3', defer_claim => true}), q{SELECT idempotency.idempotent_checkpoint('r3', 's')}),
+	seq(begin_sql(q{'r3', defer_claim => true}), q{SELECT idempotency.idempotent_renew('r3', '1 hour')::text}),
+	seq(begin_sql(q{'r3', defer_claim => true}), q{SELECT idempotency.idempotent_checkpoint('r3', 's', attempt => 1)}),
+	q{SELECT idempotency.idempotent_checkpoint(NULL, 's')},
+	q{SELECT idempotency.idempotent_checkpoint('k', NULL)},
+	q{SELECT idempotency.idempotent_checkpoint('k', '')},
+	q{SELECT idempotency.idempotent_checkpoint('k', 's', NULL, NULL)},
+	q{SELECT idempotency.idempotent_checkpoint('never', 's', attempt => 1)},
+	q{SELECT idempotency.idempotent_renew('k', NULL)::text},
+	q{SELECT idempotency.idempotent_renew('k', '0 seconds')::text},
+	q{SELECT idempotency.idempotent_renew('a1', '1 hour', attempt => 1)::text},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled(batch_size => 0)},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled(batch_size => 10001)},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled(batch_size => NULL)},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled(repeat('s', 256))},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled(lease => '-1 second')},
+	q{SELECT count(*)::text FROM idempotency.claim_stalled('no such scope')},
+	# a handler run under a claim
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response, c.attempt > 0, c.retry_after) FROM idempotency.idempotent_call('h1', 'public.h_ok(jsonb)', '{"a": 1}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response, c.attempt > 0, c.retry_after) FROM idempotency.idempotent_call('h1', 'public.h_ok(jsonb)', '{"a": 1}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h1', 'public.h_ok(jsonb)', '{"a": 2}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h2', 'public.h_ok(jsonb)') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_strict(jsonb)') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_text(text)', '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_set(jsonb)', '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_private(jsonb)', '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_fails(jsonb)', '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', ttl => NULL) AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call(NULL, 'public.h_ok(jsonb)', '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', NULL, '{}') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', NULL) AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', max_wait => '-1 second') AS c},
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', max_wait => '1 second') AS c},
+	seq(begin_sql(q{'h4', external => true}), q{SELECT concat_ws(' ', c.outcome, c.status, c.response, c.retry_after) FROM idempotency.idempotent_call('h4', 'public.h_ok(jsonb)', '{}') AS c}),
 	[ 'lnone', begin_sql(q{'a1'}) ],
 	[ 'l12', begin_sql(q{'a1'}) ],
 	[ 'postgres', q{SELECT string_agg(owner || '/' || scope || '/' || key || '/' || status || '/' || coalesce(response::text, '-') || '/' || coalesce(status_code::text, '-') || '/' || coalesce(headers::text, '-'), ' ' ORDER BY key::text COLLATE "C", scope COLLATE "C") FROM idempotency.registry WHERE key::text !~ '^(lk|tk_)'} ]);
+my $handlers = q{
+	CREATE FUNCTION public.h_ok(r jsonb) RETURNS jsonb LANGUAGE sql AS $$SELECT jsonb_build_object('got', r, 'as', current_user)$$;
+	CREATE FUNCTION public.h_strict(r jsonb) RETURNS jsonb LANGUAGE sql STRICT AS 'SELECT r';
+	CREATE FUNCTION public.h_text(r text) RETURNS text LANGUAGE sql AS 'SELECT r';
+	CREATE FUNCTION public.h_set(r jsonb) RETURNS SETOF jsonb LANGUAGE sql AS 'SELECT r';
+	CREATE FUNCTION public.h_private(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r';
+	REVOKE EXECUTE ON FUNCTION public.h_private(jsonb) FROM PUBLIC;
+	CREATE FUNCTION public.h_fails(r jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'card declined' USING ERRCODE = 'P0001'; END$$;
+};
+$node->safe_psql($_, $handlers) for qw(c_edition app);
 my (@c_claims, @portable_claims);
 for my $step (@claim_steps)
 {
@@ -623,10 +682,10 @@ is($node->safe_psql('app', q{
 	'300 portable tokens are distinct and every hex digit of them varies (no fixed UUID digit)');
 
 # what is not carried yet says so, in every transaction context
-for my $call ("SELECT idempotency.idempotent_renew('k', '1 hour', attempt => 1)",
-	"BEGIN; SELECT idempotency.idempotent_checkpoint('k', 'step', attempt => 1); COMMIT",
+for my $call ("SELECT idempotency.outbox_fetch()",
+	"BEGIN; SELECT idempotency.cleanup(); COMMIT",
 	"BEGIN; SAVEPOINT s; SELECT idempotency.outbox_send('t', '{}'); COMMIT",
-	"SELECT * FROM idempotency.claim_stalled()")
+	"SELECT * FROM idempotency.stats")
 {
 	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);
 	like($err, qr/0A000: function idempotency\.\w+ is not in the portable edition/, "0A000 from: $call");

@@ -14,47 +14,50 @@
  * block whose lock waits time out: in_progress.  The claim is remembered
  * in portable_claims for its finish and for the commit rule.
  *
- * The body is SECURITY DEFINER; idempotent_begin() passes it its caller
- * (portable_owner).
+ * The claim itself is portable_claim, for a caller of the API function api
+ * (portable_owner); idempotent_begin and idempotent_call (kind call) run it
+ * through their SECURITY DEFINER bodies, so it is revoked from PUBLIC.
  */
-CREATE FUNCTION idempotency.portable_idempotent_begin(caller pg_catalog.name,
-													  key pg_catalog.text,
-													  scope pg_catalog.text,
-													  request pg_catalog.jsonb,
-													  ttl pg_catalog.interval,
-													  lease pg_catalog.interval,
-													  wait pg_catalog.bool,
-													  require_token pg_catalog.bool,
-													  max_wait pg_catalog.interval,
-													  defer_claim pg_catalog.bool,
-													  external pg_catalog.bool,
-													  OUT outcome pg_catalog.text,
-													  OUT status pg_catalog.text,
-													  OUT response pg_catalog.jsonb,
-													  OUT attempt pg_catalog.int4,
-													  OUT expires_at pg_catalog.timestamptz,
-													  OUT lease_until pg_catalog.timestamptz,
-													  OUT status_code pg_catalog.int4,
-													  OUT body pg_catalog.bytea,
-													  OUT headers pg_catalog.jsonb,
-													  OUT previous_attempt pg_catalog.int4,
-													  OUT previous_end pg_catalog.text,
-													  OUT retry_after pg_catalog.int4,
-													  OUT recovery_point pg_catalog.text,
-													  OUT recovery_state pg_catalog.jsonb)
+CREATE FUNCTION idempotency.portable_claim(caller pg_catalog.name,
+										   api pg_catalog.regprocedure,
+										   for_call pg_catalog.bool,
+										   key pg_catalog.text,
+										   scope pg_catalog.text,
+										   request pg_catalog.jsonb,
+										   ttl pg_catalog.interval,
+										   lease pg_catalog.interval,
+										   wait pg_catalog.bool,
+										   require_token pg_catalog.bool,
+										   max_wait pg_catalog.interval,
+										   defer_claim pg_catalog.bool,
+										   external pg_catalog.bool,
+										   OUT outcome pg_catalog.text,
+										   OUT status pg_catalog.text,
+										   OUT response pg_catalog.jsonb,
+										   OUT attempt pg_catalog.int4,
+										   OUT expires_at pg_catalog.timestamptz,
+										   OUT lease_until pg_catalog.timestamptz,
+										   OUT status_code pg_catalog.int4,
+										   OUT body pg_catalog.bytea,
+										   OUT headers pg_catalog.jsonb,
+										   OUT previous_attempt pg_catalog.int4,
+										   OUT previous_end pg_catalog.text,
+										   OUT retry_after pg_catalog.int4,
+										   OUT recovery_point pg_catalog.text,
+										   OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_key pg_catalog.text := idempotency.portable_key_arg(portable_idempotent_begin.key);
-	v_scope pg_catalog.text := idempotency.portable_scope(portable_idempotent_begin.scope);
+	v_key pg_catalog.text := idempotency.portable_key_arg(portable_claim.key);
+	v_scope pg_catalog.text := idempotency.portable_scope(portable_claim.scope);
 	v_fingerprint pg_catalog.bytea;
 	v_owner pg_catalog.text;
 	v_now pg_catalog.timestamptz;
 	v_expires pg_catalog.timestamptz;
 	v_lease pg_catalog.timestamptz;
-	v_external pg_catalog.bool;
+	v_kind pg_catalog.text;
 	v_timeout pg_catalog.int8;
 	v_table_timeout pg_catalog.int8;
 	v_read_only pg_catalog.bool := pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool;
@@ -64,51 +67,52 @@ DECLARE
 	rec idempotency.registry;
 	n pg_catalog.int8;
 BEGIN
-	IF portable_idempotent_begin.request IS NOT NULL THEN
-		v_fingerprint := idempotency.portable_fingerprint(portable_idempotent_begin.request);
+	IF portable_claim.request IS NOT NULL THEN
+		v_fingerprint := idempotency.portable_fingerprint(portable_claim.request);
 	END IF;
-	IF portable_idempotent_begin.ttl IS NULL THEN
+	IF portable_claim.ttl IS NULL THEN
 		RAISE EXCEPTION 'ttl must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_idempotent_begin.wait IS NULL THEN
+	IF portable_claim.wait IS NULL THEN
 		RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_idempotent_begin.require_token IS NULL THEN
+	IF portable_claim.require_token IS NULL THEN
 		RAISE EXCEPTION 'require_token must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 
 	-- how long to wait for another transaction's claim, in ms (0: as long
 	-- as it takes), as begin_lock_timeout
-	v_timeout := CASE WHEN portable_idempotent_begin.wait
-					  THEN idempotency.portable_max_wait_ms(portable_idempotent_begin.max_wait) ELSE 1 END;
+	v_timeout := CASE WHEN portable_claim.wait
+					  THEN idempotency.portable_max_wait_ms(portable_claim.max_wait) ELSE 1 END;
 
-	IF portable_idempotent_begin.defer_claim IS NULL THEN
+	IF portable_claim.defer_claim IS NULL THEN
 		RAISE EXCEPTION 'defer_claim must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_idempotent_begin.external IS NULL THEN
+	IF portable_claim.external IS NULL THEN
 		RAISE EXCEPTION 'external must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_idempotent_begin.defer_claim AND portable_idempotent_begin.external THEN
+	IF portable_claim.defer_claim AND portable_claim.external THEN
 		RAISE EXCEPTION 'defer_claim and external cannot both be true'
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.';
 	END IF;
-	v_external := portable_idempotent_begin.external;
+	v_kind := CASE WHEN portable_claim.for_call THEN 'call' WHEN portable_claim.defer_claim THEN 'deferred'
+				   WHEN portable_claim.external THEN 'external' ELSE 'transactional' END;
 
-	v_owner := idempotency.portable_owner(caller, 'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)');
+	v_owner := idempotency.portable_owner(caller, api);
 	v_now := pg_catalog.clock_timestamp();
-	v_expires := idempotency.portable_after(v_now, portable_idempotent_begin.ttl, 'ttl');
-	IF portable_idempotent_begin.lease IS NULL THEN
+	v_expires := idempotency.portable_after(v_now, portable_claim.ttl, 'ttl');
+	IF portable_claim.lease IS NULL THEN
 		v_lease := LEAST(v_expires, v_now OPERATOR(pg_catalog.+) pg_catalog.interval '5 minutes');
 	ELSE
 		-- a lease longer than ttl ends with the record
-		v_lease := LEAST(idempotency.portable_after(v_now, portable_idempotent_begin.lease, 'lease'), v_expires);
+		v_lease := LEAST(idempotency.portable_after(v_now, portable_claim.lease, 'lease'), v_expires);
 	END IF;
 
 	-- the registry's lock first: a lock on the table says nothing of the
 	-- key, so waiting past the bound for it is 55P03, not in_progress
 	IF v_timeout OPERATOR(pg_catalog.>) 0 THEN
-		v_table_timeout := idempotency.portable_max_wait_ms(portable_idempotent_begin.max_wait);
+		v_table_timeout := idempotency.portable_max_wait_ms(portable_claim.max_wait);
 		BEGIN
 			IF v_table_timeout OPERATOR(pg_catalog.>) 0 THEN
 				PERFORM pg_catalog.set_config('lock_timeout', v_table_timeout::pg_catalog.text, true);
@@ -128,7 +132,7 @@ BEGIN
 
 	-- the token first: a token row locked by a concurrent begin of the same
 	-- key is a duplicate in progress like any other
-	IF portable_idempotent_begin.require_token THEN
+	IF portable_claim.require_token THEN
 		IF v_timeout OPERATOR(pg_catalog.>) 0 THEN
 			BEGIN
 				PERFORM pg_catalog.set_config('lock_timeout', v_timeout::pg_catalog.text, true);
@@ -150,7 +154,7 @@ BEGIN
 		   AND r.owner OPERATOR(pg_catalog.=) v_owner;
 		IF FOUND THEN
 			PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
-													   portable_idempotent_begin.request IS NULL);
+													   portable_claim.request IS NULL);
 			outcome := 'in_progress';
 			v_answered := true;
 		END IF;
@@ -215,7 +219,7 @@ BEGIN
 					END IF;
 				ELSE
 					PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
-															   portable_idempotent_begin.request IS NULL);
+															   portable_claim.request IS NULL);
 					IF rec.status OPERATOR(pg_catalog.<>) 'processing' THEN
 						outcome := 'replay';
 						rec.lease_until := NULL;
@@ -247,8 +251,8 @@ BEGIN
 				END IF;
 			END IF;
 			IF outcome OPERATOR(pg_catalog.=) 'execute' THEN
-				INSERT INTO idempotency.portable_claims (owner, scope, key, attempt, external)
-				VALUES (v_owner, v_scope, v_key, attempt, v_external);
+				INSERT INTO idempotency.portable_claims (owner, scope, key, attempt, kind)
+				VALUES (v_owner, v_scope, v_key, attempt, v_kind);
 			END IF;
 		EXCEPTION WHEN lock_not_available THEN
 			IF v_timeout OPERATOR(pg_catalog.=) 0 THEN
@@ -293,6 +297,52 @@ BEGIN
 		retry_after := CASE WHEN lease_until IS NULL THEN 1
 							ELSE GREATEST(1, LEAST(pg_catalog.ceil(pg_catalog.date_part('epoch', lease_until OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())), 2147483647))::pg_catalog.int4 END;
 	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_claim IS
+'a claim of a key for a caller of the API, as idempotent_begin answers it';
+
+REVOKE ALL ON FUNCTION idempotency.portable_claim FROM PUBLIC;
+
+CREATE FUNCTION idempotency.portable_idempotent_begin(caller pg_catalog.name,
+													  key pg_catalog.text,
+													  scope pg_catalog.text,
+													  request pg_catalog.jsonb,
+													  ttl pg_catalog.interval,
+													  lease pg_catalog.interval,
+													  wait pg_catalog.bool,
+													  require_token pg_catalog.bool,
+													  max_wait pg_catalog.interval,
+													  defer_claim pg_catalog.bool,
+													  external pg_catalog.bool,
+													  OUT outcome pg_catalog.text,
+													  OUT status pg_catalog.text,
+													  OUT response pg_catalog.jsonb,
+													  OUT attempt pg_catalog.int4,
+													  OUT expires_at pg_catalog.timestamptz,
+													  OUT lease_until pg_catalog.timestamptz,
+													  OUT status_code pg_catalog.int4,
+													  OUT body pg_catalog.bytea,
+													  OUT headers pg_catalog.jsonb,
+													  OUT previous_attempt pg_catalog.int4,
+													  OUT previous_end pg_catalog.text,
+													  OUT retry_after pg_catalog.int4,
+													  OUT recovery_point pg_catalog.text,
+													  OUT recovery_state pg_catalog.jsonb)
+RETURNS pg_catalog.record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	SELECT * INTO outcome, status, response, attempt, expires_at, lease_until, status_code, body, headers,
+				  previous_attempt, previous_end, retry_after, recovery_point, recovery_state
+	  FROM idempotency.portable_claim(caller, 'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)',
+									  false, portable_idempotent_begin.key, portable_idempotent_begin.scope,
+									  portable_idempotent_begin.request, portable_idempotent_begin.ttl,
+									  portable_idempotent_begin.lease, portable_idempotent_begin.wait,
+									  portable_idempotent_begin.require_token, portable_idempotent_begin.max_wait,
+									  portable_idempotent_begin.defer_claim, portable_idempotent_begin.external);
 END
 $$;
 

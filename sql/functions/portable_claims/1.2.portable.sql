@@ -11,15 +11,18 @@
  * subtransaction that rolls back is open again).  UNLOGGED: nothing in it
  * outlives its transaction, so nothing needs the WAL.  A read-only
  * transaction (a hot standby's too, which cannot read an unlogged table)
- * has no claims and never reads it.
+ * has no claims and never reads it.  kind says what the claim was taken
+ * as: transactional (the default), external, deferred (defer_claim), or
+ * call (by idempotent_call, which alone finishes it so).
  */
 CREATE UNLOGGED TABLE idempotency.portable_claims (
 	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	scope		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	key			pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	attempt		pg_catalog.int4 NOT NULL,
-	external	pg_catalog.bool NOT NULL,
-	CONSTRAINT portable_claims_pkey PRIMARY KEY (key, scope, owner)
+	kind		pg_catalog.text NOT NULL,
+	CONSTRAINT portable_claims_pkey PRIMARY KEY (key, scope, owner),
+	CONSTRAINT portable_claims_kind CHECK (kind OPERATOR(pg_catalog.=) ANY (ARRAY['transactional', 'external', 'deferred', 'call']))
 );
 
 COMMENT ON TABLE idempotency.portable_claims IS
@@ -42,19 +45,25 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_external pg_catalog.bool;
+	v_kind pg_catalog.text;
 BEGIN
-	SELECT c.external INTO v_external FROM idempotency.portable_claims AS c
+	SELECT c.kind INTO v_kind FROM idempotency.portable_claims AS c
 	 WHERE c.key OPERATOR(pg_catalog.=) NEW.key::pg_catalog.text AND c.scope OPERATOR(pg_catalog.=) NEW.scope
 	   AND c.owner OPERATOR(pg_catalog.=) NEW.owner;
 	IF NOT FOUND THEN
 		RETURN NULL;
 	END IF;
-	IF v_external THEN
+	IF v_kind OPERATOR(pg_catalog.=) 'external' THEN
 		DELETE FROM idempotency.portable_claims AS c
 		 WHERE c.key OPERATOR(pg_catalog.=) NEW.key::pg_catalog.text AND c.scope OPERATOR(pg_catalog.=) NEW.scope
 		   AND c.owner OPERATOR(pg_catalog.=) NEW.owner;
 		RETURN NULL;
+	END IF;
+	IF v_kind OPERATOR(pg_catalog.=) 'deferred' THEN
+		RAISE EXCEPTION 'idempotency key "%" in scope "%" was claimed with defer_claim but not finished', NEW.key, NEW.scope
+			USING ERRCODE = 'invalid_transaction_termination',
+				  DETAIL = 'A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.',
+				  HINT = 'Call idempotent_finish (or idempotent_abandon) in the same transaction; for work outside the database, claim with external => true and without defer_claim.';
 	END IF;
 	RAISE EXCEPTION 'idempotency key "%" in scope "%" was claimed but not finished', NEW.key, NEW.scope
 		USING ERRCODE = 'invalid_transaction_termination',
@@ -239,87 +248,93 @@ COMMENT ON FUNCTION idempotency.portable_headers_check(pg_catalog.jsonb) IS
 'response headers, checked: an object of strings or arrays of strings, or an array of [name, value] pairs';
 
 /*
- * What finish (with an answer) and abandon (status abandoned, no answer)
- * share, as finish.c's api_end_claim: end the owner's live claim of the
- * key, fenced by this transaction's own claim's attempt or by the attempt
- * named, or say why there is none (api_explain_miss, with its SQLSTATEs).
- * A finish repeated with the same attempt and answer returns.
+ * This transaction's claim of a key, as XactClaimFind finds it: its
+ * attempt (NULL if it holds none), after checking an attempt the call
+ * named against it (finish.c's api_own_attempt).  doing, if not NULL, names
+ * a call that needs the claim's record, which a defer_claim claim in the
+ * C edition does not have yet (RegistryOwnWrite): refused for one.
  */
-CREATE FUNCTION idempotency.portable_end_claim(v_owner pg_catalog.text,
-											   v_scope pg_catalog.text,
-											   v_key pg_catalog.text,
-											   v_attempt pg_catalog.int4,
-											   v_status pg_catalog.text,
-											   v_response pg_catalog.jsonb,
-											   v_status_code pg_catalog.int4,
-											   v_body pg_catalog.bytea,
-											   v_headers pg_catalog.jsonb,
-											   v_ttl pg_catalog.interval)
+CREATE FUNCTION idempotency.portable_own_attempt(v_owner pg_catalog.text,
+												 v_scope pg_catalog.text,
+												 v_key pg_catalog.text,
+												 v_attempt pg_catalog.int4,
+												 doing pg_catalog.text,
+												 OUT attempt pg_catalog.int4,
+												 OUT kind pg_catalog.text)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
+		RETURN;
+	END IF;
+	SELECT c.attempt, c.kind INTO attempt, kind FROM idempotency.portable_claims AS c
+	 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
+	   AND c.owner OPERATOR(pg_catalog.=) v_owner;
+	IF attempt IS NULL THEN
+		RETURN;
+	END IF;
+	IF v_attempt OPERATOR(pg_catalog.<=) 0 OR v_attempt OPERATOR(pg_catalog.>) attempt THEN
+		RAISE EXCEPTION 'attempt % of idempotency key "%" in scope "%" was never issued', v_attempt, v_key, v_scope
+			USING ERRCODE = 'IK004',
+				  DETAIL = pg_catalog.format(CASE WHEN v_attempt OPERATOR(pg_catalog.<=) 0 THEN 'Attempt numbers are positive; ' ELSE '' END
+											 OPERATOR(pg_catalog.||) CASE WHEN kind OPERATOR(pg_catalog.=) 'deferred'
+											 THEN CASE WHEN v_attempt OPERATOR(pg_catalog.<=) 0 THEN 'this' ELSE 'This' END
+												  OPERATOR(pg_catalog.||) ' transaction''s deferred claim of the key is attempt %s.'
+											 ELSE CASE WHEN v_attempt OPERATOR(pg_catalog.<=) 0 THEN 'the' ELSE 'The' END
+												  OPERATOR(pg_catalog.||) ' latest attempt is %s.' END, attempt),
+				  HINT = CASE WHEN v_attempt OPERATOR(pg_catalog.=) 0
+						  THEN 'Pass the attempt that idempotent_begin returned (NULL only inside the transaction that made the claim); a driver may read a NULL attempt as 0.'
+						  ELSE 'Pass the attempt that idempotent_begin returned.' END;
+	END IF;
+	IF v_attempt OPERATOR(pg_catalog.<>) attempt THEN
+		RAISE EXCEPTION 'attempt % of idempotency key "%" in scope "%" is not current', v_attempt, v_key, v_scope
+			USING ERRCODE = 'IK004',
+				  DETAIL = pg_catalog.format('This transaction''s claim of the key is attempt %s.', attempt);
+	END IF;
+	IF doing IS NOT NULL AND kind OPERATOR(pg_catalog.=) 'deferred' THEN
+		RAISE EXCEPTION 'cannot % idempotency key "%" in scope "%": it was claimed with defer_claim', doing, v_key, v_scope
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'A deferred claim is written whole by its finish, in the transaction that took it.';
+	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_own_attempt(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text) IS
+'this transaction''s claim of a key: its attempt and kind, the attempt named checked against it';
+
+REVOKE ALL ON FUNCTION idempotency.portable_own_attempt(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text) FROM PUBLIC;
+
+/*
+ * finish.c's api_explain_miss: a fenced statement on a claim changed no
+ * row; raise why, with the SQLSTATE that tells the caller what to do.  A
+ * finish (v_status completed or failed, with its answer) that was already
+ * done with the same attempt and answer returns instead.  doing names the
+ * call in the IK006 detail.
+ */
+CREATE FUNCTION idempotency.portable_explain_miss(v_owner pg_catalog.text,
+												  v_scope pg_catalog.text,
+												  v_key pg_catalog.text,
+												  v_attempt pg_catalog.int4,
+												  v_status pg_catalog.text,
+												  v_response pg_catalog.jsonb,
+												  v_status_code pg_catalog.int4,
+												  v_body pg_catalog.bytea,
+												  v_headers pg_catalog.jsonb,
+												  doing pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
-	v_expires pg_catalog.timestamptz;
 	v_given pg_catalog.bool := v_attempt IS NOT NULL;
-	v_mine pg_catalog.int4;
+	v_finish pg_catalog.bool := v_status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed']);
 	v_keystr pg_catalog.text := idempotency.portable_display(v_key);
 	rec idempotency.registry;
-	n pg_catalog.int8;
 	first pg_catalog.int4;
 BEGIN
-	IF v_ttl IS NOT NULL THEN
-		v_expires := idempotency.portable_after(v_now, v_ttl, 'ttl');
-	END IF;
-	IF v_status OPERATOR(pg_catalog.=) 'abandoned' THEN
-		v_expires := v_now;
-	END IF;
-	IF NOT pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
-		SELECT c.attempt INTO v_mine FROM idempotency.portable_claims AS c
-		 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-		   AND c.owner OPERATOR(pg_catalog.=) v_owner;
-	END IF;
-	IF v_mine IS NOT NULL THEN
-		IF v_given AND (v_attempt OPERATOR(pg_catalog.<=) 0 OR v_attempt OPERATOR(pg_catalog.>) v_mine) THEN
-			RAISE EXCEPTION 'attempt % of idempotency key "%" in scope "%" was never issued', v_attempt, v_key, v_scope
-				USING ERRCODE = 'IK004',
-					  DETAIL = CASE WHEN v_attempt OPERATOR(pg_catalog.<=) 0
-								THEN pg_catalog.format('Attempt numbers are positive; the latest attempt is %s.', v_mine)
-								ELSE pg_catalog.format('The latest attempt is %s.', v_mine) END,
-					  HINT = CASE WHEN v_attempt OPERATOR(pg_catalog.=) 0
-							  THEN 'Pass the attempt that idempotent_begin returned (NULL only inside the transaction that made the claim); a driver may read a NULL attempt as 0.'
-							  ELSE 'Pass the attempt that idempotent_begin returned.' END;
-		END IF;
-		IF v_given AND v_attempt OPERATOR(pg_catalog.<>) v_mine THEN
-			RAISE EXCEPTION 'attempt % of idempotency key "%" in scope "%" is not current', v_attempt, v_key, v_scope
-				USING ERRCODE = 'IK004',
-					  DETAIL = pg_catalog.format('This transaction''s claim of the key is attempt %s.', v_mine);
-		END IF;
-		v_attempt := v_mine;
-		v_given := true;
-	END IF;
-	IF v_given THEN
-		UPDATE idempotency.registry AS r
-		   SET status = v_status, response = v_response, status_code = v_status_code, body = v_body,
-			   headers = v_headers, updated_at = v_now, lease_until = NULL,
-			   expires_at = COALESCE(v_expires, r.expires_at)
-		 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
-		   AND r.owner OPERATOR(pg_catalog.=) v_owner
-		   AND r.status OPERATOR(pg_catalog.=) 'processing' AND r.expires_at OPERATOR(pg_catalog.>) v_now
-		   AND r.attempt OPERATOR(pg_catalog.=) v_attempt;
-		GET DIAGNOSTICS n = ROW_COUNT;
-		IF n OPERATOR(pg_catalog.=) 1 THEN
-			IF v_mine IS NOT NULL THEN
-				DELETE FROM idempotency.portable_claims AS c
-				 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-				   AND c.owner OPERATOR(pg_catalog.=) v_owner;
-			END IF;
-			RETURN;
-		END IF;
-	END IF;
-
-	-- why nothing was ended
 	SELECT * INTO rec FROM idempotency.registry AS r
 	 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
 	   AND r.owner OPERATOR(pg_catalog.=) v_owner;
@@ -328,6 +343,7 @@ BEGIN
 			USING ERRCODE = 'IK002',
 				  HINT = 'Call idempotent_begin first; a claim that expired or was abandoned no longer exists.';
 	END IF;
+	-- a fenced-off attempt hears about that first, whatever happened since
 	IF v_given AND (v_attempt OPERATOR(pg_catalog.<=) 0 OR v_attempt OPERATOR(pg_catalog.>) rec.attempt) THEN
 		RAISE EXCEPTION 'attempt % of idempotency key "%" in scope "%" was never issued', v_attempt, v_keystr, v_scope
 			USING ERRCODE = 'IK004',
@@ -360,15 +376,15 @@ BEGIN
 	END IF;
 	IF rec.status OPERATOR(pg_catalog.<>) 'processing' THEN
 		-- the same finish again, its acknowledgement lost: done already
-		IF v_status OPERATOR(pg_catalog.<>) 'abandoned' AND v_given
+		IF v_finish AND v_given
 		   AND rec.status OPERATOR(pg_catalog.=) v_status
-		   AND rec.status_code IS NOT DISTINCT FROM v_status_code
+		   AND COALESCE(rec.status_code, 0) OPERATOR(pg_catalog.=) COALESCE(v_status_code, 0)
 		   AND rec.response IS NOT DISTINCT FROM v_response
 		   AND rec.headers IS NOT DISTINCT FROM v_headers
 		   AND rec.body IS NOT DISTINCT FROM v_body THEN
 			RETURN;
 		END IF;
-		IF v_status OPERATOR(pg_catalog.<>) 'abandoned' AND v_given THEN
+		IF v_finish AND v_given THEN
 			RAISE EXCEPTION 'idempotency key "%" in scope "%" is already finished', v_keystr, v_scope
 				USING ERRCODE = 'IK003',
 					  DETAIL = pg_catalog.format('Its status is "%s".', rec.status),
@@ -378,10 +394,11 @@ BEGIN
 			USING ERRCODE = 'IK003',
 				  DETAIL = pg_catalog.format('Its status is "%s".', rec.status);
 	END IF;
+	-- a claim committed in an earlier transaction is ended by its attempt
 	IF NOT v_given THEN
 		RAISE EXCEPTION 'idempotency key "%" in scope "%" was claimed in an earlier transaction', v_keystr, v_scope
 			USING ERRCODE = 'IK006',
-				  DETAIL = 'Outside the transaction that took a claim, finishing or abandoning it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner''s answer.',
+				  DETAIL = pg_catalog.format('Outside the transaction that took a claim, %s it takes the attempt idempotent_begin returned: a worker whose claim was taken over must not overwrite the new owner''s answer.', doing),
 				  HINT = 'Pass attempt => the attempt that idempotent_begin returned.';
 	END IF;
 	RAISE EXCEPTION 'idempotency key "%" in scope "%" changed concurrently', v_keystr, v_scope
@@ -389,7 +406,77 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION idempotency.portable_end_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.interval) IS
+COMMENT ON FUNCTION idempotency.portable_explain_miss(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.text) IS
+'raises why a fenced statement on a claim changed no row';
+
+REVOKE ALL ON FUNCTION idempotency.portable_explain_miss(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.text) FROM PUBLIC;
+
+/*
+ * What finish (with an answer) and abandon (v_status abandoned, no
+ * answer) share, as finish.c's api_end_claim: end the owner's live claim
+ * of the key, fenced by this transaction's own claim's attempt or by the
+ * attempt named, or say why there is none.  call_only: a finish of
+ * idempotent_call's own claim, which must be one.
+ */
+CREATE FUNCTION idempotency.portable_end_claim(v_owner pg_catalog.text,
+											   v_scope pg_catalog.text,
+											   v_key pg_catalog.text,
+											   v_attempt pg_catalog.int4,
+											   v_status pg_catalog.text,
+											   v_response pg_catalog.jsonb,
+											   v_status_code pg_catalog.int4,
+											   v_body pg_catalog.bytea,
+											   v_headers pg_catalog.jsonb,
+											   v_ttl pg_catalog.interval,
+											   call_only pg_catalog.bool DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
+	v_expires pg_catalog.timestamptz;
+	mine record;
+	n pg_catalog.int8 := 0;
+BEGIN
+	IF v_ttl IS NOT NULL THEN
+		v_expires := idempotency.portable_after(v_now, v_ttl, 'ttl');
+	END IF;
+	IF v_status OPERATOR(pg_catalog.=) 'abandoned' THEN
+		v_expires := v_now;
+	END IF;
+	mine := idempotency.portable_own_attempt(v_owner, v_scope, v_key, v_attempt, NULL);
+	IF call_only AND mine.kind IS DISTINCT FROM 'call' THEN
+		RAISE EXCEPTION 'idempotency key "%" in scope "%" was not claimed by idempotent_call in this transaction', v_key, v_scope
+			USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
+	IF mine.attempt IS NOT NULL THEN
+		v_attempt := mine.attempt;
+	END IF;
+	IF v_attempt IS NOT NULL THEN
+		UPDATE idempotency.registry AS r
+		   SET status = v_status, response = v_response, status_code = v_status_code, body = v_body,
+			   headers = v_headers, updated_at = v_now, lease_until = NULL,
+			   expires_at = COALESCE(v_expires, r.expires_at)
+		 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
+		   AND r.owner OPERATOR(pg_catalog.=) v_owner
+		   AND r.status OPERATOR(pg_catalog.=) 'processing' AND r.expires_at OPERATOR(pg_catalog.>) v_now
+		   AND r.attempt OPERATOR(pg_catalog.=) v_attempt;
+		GET DIAGNOSTICS n = ROW_COUNT;
+	END IF;
+	IF n OPERATOR(pg_catalog.=) 0 THEN
+		PERFORM idempotency.portable_explain_miss(v_owner, v_scope, v_key, v_attempt, v_status, v_response,
+												  v_status_code, v_body, v_headers, 'finishing or abandoning');
+	END IF;
+	IF mine.attempt IS NOT NULL THEN
+		DELETE FROM idempotency.portable_claims AS c
+		 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
+		   AND c.owner OPERATOR(pg_catalog.=) v_owner;
+	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_end_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.bool) IS
 'end an owner''s claim of a key (finish or abandon), fenced by its attempt, or raise why not';
 
-REVOKE ALL ON FUNCTION idempotency.portable_end_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_end_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4, pg_catalog.bytea, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
