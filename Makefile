@@ -139,7 +139,12 @@ $(PORTABLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sh
 portable: $(PORTABLE_SCRIPT)
 	@echo $(abspath $(PORTABLE_SCRIPT))
 
-.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable
+.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable portablecheck
+
+# The pg_regress and isolation suites against the portable edition, beside
+# the C edition (test/portable_check.sh), on throwaway servers of their own
+portablecheck: $(PORTABLE_SCRIPT)
+	PG_CONFIG='$(PG_CONFIG)' bash test/portable_check.sh
 
 # The TAP tests alone (PGXS runs them last in installcheck), each test
 # starting its own servers: make prove_installcheck PROVE_TESTS=test/tap/010_readme.pl

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 #
 # Runs every test suite: pg_regress (test/regress), isolation specs
-# (test/isolation), TAP tests (test/tap), pgTAP (test/pgtap), the regression and
+# (test/isolation), TAP tests (test/tap), pgTAP (test/pgtap), the regression
+# and isolation suites against the portable edition beside the C edition
+# (test/portable_check.sh), the regression and
 # isolation suites again against a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer (test/sanitize.sh), each on throwaway instances
 # that pg_regress or PostgreSQL::Test::Cluster start themselves, and the
@@ -184,6 +186,7 @@ suite "pg_regress" installcheck ISOLATION= TAP_TESTS=
 suite "isolation" installcheck REGRESS= TAP_TESTS=
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 suite "pgTAP" pgtapcheck
+suite "portable" portablecheck
 if [ "$from_source" = 0 ]; then
 	suite_skip "sanitizers" "they build from the source: run with the build from source on PostgreSQL 15"
 	suite_skip "format" "checked with the build from source on PostgreSQL 15"

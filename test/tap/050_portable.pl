@@ -683,7 +683,7 @@ is($node->safe_psql('app', q{
 
 # what is not carried yet says so, in every transaction context
 for my $call ("SELECT idempotency.outbox_fetch()",
-	"BEGIN; SELECT idempotency.cleanup(); COMMIT",
+	"BEGIN; SELECT idempotency.stats_reset(); COMMIT",
 	"BEGIN; SAVEPOINT s; SELECT idempotency.outbox_send('t', '{}'); COMMIT",
 	"SELECT * FROM idempotency.stats")
 {

@@ -96,8 +96,12 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.';
 	END IF;
+	-- 1.0's rule, kept by idempotency.commit_rule while clients written for
+	-- 1.0 move: a written claim may commit unfinished, its lease bounding it
 	v_kind := CASE WHEN portable_claim.for_call THEN 'call' WHEN portable_claim.defer_claim THEN 'deferred'
-				   WHEN portable_claim.external THEN 'external' ELSE 'transactional' END;
+				   WHEN portable_claim.external THEN 'external'
+				   WHEN pg_catalog.current_setting('idempotency.commit_rule', true) OPERATOR(pg_catalog.=) 'lease_is_external'
+				   THEN 'external' ELSE 'transactional' END;
 
 	v_owner := idempotency.portable_owner(caller, api);
 	v_now := pg_catalog.clock_timestamp();
@@ -361,7 +365,6 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_setting pg_catalog.text;
 	ms pg_catalog.int8;
 	lt pg_catalog.int8 := (pg_catalog.date_part('epoch', pg_catalog.current_setting('lock_timeout')::pg_catalog.interval)
 						   OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
@@ -372,14 +375,7 @@ BEGIN
 			RAISE EXCEPTION 'max_wait must not be negative' USING ERRCODE = 'invalid_parameter_value';
 		END IF;
 	ELSE
-		v_setting := NULLIF(pg_catalog.current_setting('idempotency.max_wait', true), '');
-		IF v_setting IS NULL THEN
-			ms := 5000;
-		ELSIF v_setting OPERATOR(pg_catalog.~) '^-?[0-9]+$' THEN
-			ms := v_setting::pg_catalog.int8;
-		ELSE
-			ms := (pg_catalog.date_part('epoch', v_setting::pg_catalog.interval) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
-		END IF;
+		ms := idempotency.portable_setting('idempotency.max_wait', 'ms', 5000, -1, 2147483647);
 		IF ms OPERATOR(pg_catalog.<) 0 THEN
 			RETURN lt;
 		END IF;

@@ -46,7 +46,7 @@ AS $$
 DECLARE
 	v_key pg_catalog.text := idempotency.portable_key_arg(portable_call_finish.key);
 	v_scope pg_catalog.text := idempotency.portable_scope(portable_call_finish.scope);
-	v_limit pg_catalog.int8 := COALESCE(NULLIF(pg_catalog.current_setting('idempotency.max_response_size', true), ''), '1024')::pg_catalog.int4;
+	v_limit pg_catalog.int8 := idempotency.portable_setting('idempotency.max_response_size', 'kB', 1024, 1, 2147483647);
 BEGIN
 	IF pg_catalog.pg_column_size(portable_call_finish.response) OPERATOR(pg_catalog.>) (v_limit OPERATOR(pg_catalog.*) 1024) THEN
 		RAISE EXCEPTION 'response for idempotency key "%" is too large to store', idempotency.portable_display(v_key)

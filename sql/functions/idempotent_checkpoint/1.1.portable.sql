@@ -16,7 +16,7 @@ AS $$
 DECLARE
 	v_key pg_catalog.text := idempotency.portable_key_arg(portable_idempotent_checkpoint.key);
 	v_point pg_catalog.text := idempotency.portable_text_arg(portable_idempotent_checkpoint.recovery_point, 'recovery_point');
-	v_limit pg_catalog.int8 := COALESCE(NULLIF(pg_catalog.current_setting('idempotency.max_response_size', true), ''), '1024')::pg_catalog.int4;
+	v_limit pg_catalog.int8 := idempotency.portable_setting('idempotency.max_response_size', 'kB', 1024, 1, 2147483647);
 	v_scope pg_catalog.text;
 	v_owner pg_catalog.text;
 	v_attempt pg_catalog.int4 := portable_idempotent_checkpoint.attempt;

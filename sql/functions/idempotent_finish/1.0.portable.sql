@@ -38,7 +38,7 @@ BEGIN
 		PERFORM idempotency.portable_headers_check(portable_idempotent_finish.headers);
 		v_size := v_size OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(portable_idempotent_finish.headers);
 	END IF;
-	v_limit := COALESCE(NULLIF(pg_catalog.current_setting('idempotency.max_response_size', true), ''), '1024')::pg_catalog.int4;
+	v_limit := idempotency.portable_setting('idempotency.max_response_size', 'kB', 1024, 1, 2147483647);
 	IF v_size OPERATOR(pg_catalog.>) (v_limit OPERATOR(pg_catalog.*) 1024) THEN
 		RAISE EXCEPTION 'response for idempotency key "%" is too large to store', idempotency.portable_display(v_key)
 			USING ERRCODE = 'program_limit_exceeded',

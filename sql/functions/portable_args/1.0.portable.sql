@@ -98,3 +98,60 @@ $$;
 
 COMMENT ON FUNCTION idempotency.portable_role_name(pg_catalog.text, pg_catalog.text) IS
 'a role name argument, checked: not null, not empty, at most 63 bytes';
+
+/*
+ * A setting of the C edition's (src/base/settings.c) as the portable
+ * edition reads it: a plain placeholder setting, which no library defines,
+ * so that any role may set it for its own session (doc/portable.md).  An
+ * integer in the setting's base unit (kB or ms), or one with a unit of its
+ * kind, as PostgreSQL writes them ('1MB', '250ms', '5s'); unset or empty,
+ * the C edition's default.  Anything else, or a value out of [min, max],
+ * is refused with the setting's name.
+ */
+CREATE FUNCTION idempotency.portable_setting(name pg_catalog.text, base_unit pg_catalog.text,
+											 default_value pg_catalog.int8, min_value pg_catalog.int8,
+											 max_value pg_catalog.int8)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v pg_catalog.text := pg_catalog.btrim(COALESCE(pg_catalog.current_setting(name, true), ''));
+	m pg_catalog.text[];
+	factor pg_catalog.numeric;
+	result pg_catalog.numeric;
+BEGIN
+	IF v OPERATOR(pg_catalog.=) '' THEN
+		RETURN default_value;
+	END IF;
+	m := pg_catalog.regexp_match(v, '^(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)$');
+	factor := CASE WHEN m IS NULL THEN NULL
+				   WHEN m[2] OPERATOR(pg_catalog.=) '' THEN 1
+				   WHEN base_unit OPERATOR(pg_catalog.=) '' THEN NULL
+				   WHEN base_unit OPERATOR(pg_catalog.=) 'kB' THEN
+					   CASE m[2] WHEN 'B' THEN 1.0 / 1024 WHEN 'kB' THEN 1 WHEN 'MB' THEN 1024
+								 WHEN 'GB' THEN 1024 * 1024 WHEN 'TB' THEN 1024 * 1024 * 1024 END
+				   ELSE
+					   CASE m[2] WHEN 'us' THEN 0.001 WHEN 'ms' THEN 1 WHEN 's' THEN 1000 WHEN 'min' THEN 60000
+								 WHEN 'h' THEN 3600000 WHEN 'd' THEN 86400000 END END;
+	IF factor IS NULL THEN
+		RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, v
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = CASE base_unit WHEN 'kB' THEN 'Valid units for this parameter are "B", "kB", "MB", "GB", and "TB".'
+						 WHEN 'ms' THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".'
+						 ELSE 'It takes an integer.' END;
+	END IF;
+	result := pg_catalog.round(m[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) factor);
+	IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
+		RAISE EXCEPTION '% is outside the valid range for parameter "%" (% .. %)',
+			result::pg_catalog.text OPERATOR(pg_catalog.||) CASE WHEN base_unit OPERATOR(pg_catalog.=) '' THEN ''
+															ELSE ' ' OPERATOR(pg_catalog.||) base_unit END,
+			name, min_value, max_value
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN result;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_setting(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8, pg_catalog.int8) IS
+'a setting of the C edition, read from a plain setting in its base unit, with its default';
