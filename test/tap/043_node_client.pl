@@ -140,10 +140,15 @@ my $tests_ok;
 	local %ENV = (%ENV, PGHOST => $bouncer->host, PGPORT => $bouncer->port,
 		PGUSER => 'app', PGDATABASE => 'app', IDEMPOTENCY_EDITION => $edition);
 	delete $ENV{$_} for qw(PGSERVICE PGOPTIONS PGPASSWORD);
-	$tests_ok = IPC::Run::run(
-		[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 --test-timeout=120000 test/*.test.js' ],
-		'>', \$tout, '2>', \$terr, init => sub { chdir $dir },
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	# a run that does not end in time is a failure, reported with what it
+	# printed, not the end of this test
+	$tests_ok = eval {
+		IPC::Run::run(
+			[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 --test-timeout=60000 test/*.test.js' ],
+			'>', \$tout, '2>', \$terr, init => sub { chdir $dir },
+			IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	};
+	$terr .= "\n$@" if $@;
 }
 
 # one check here for each test there ("suite: test"), with its failure

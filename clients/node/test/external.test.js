@@ -69,7 +69,7 @@ describe('external work', () => {
       await g.wait;
       return { ok: true };
     });
-    await started.wait;
+    await Promise.race([started.wait, first]);
     const dup = await runExternal(db, { key, scope: 'payments' }, () => assert.fail('not twice'));
     assert.equal(dup.outcome, 'in_progress');
     assert.ok(dup.claim.retry_after >= 1);
@@ -93,7 +93,7 @@ describe('external work', () => {
       });
       return { charge: 'ch_stale' };
     });
-    await atStep2.wait;
+    await Promise.race([atStep2.wait, first]);
     await stalled(key);
     const second = await runExternal(db, { key, scope: 'payments', lease: 30000 }, async (work) => {
       assert.equal(work.previousEnd, 'lease_expired');
@@ -123,8 +123,10 @@ describe('external work', () => {
     const r = await runExternal(db, {
       key, scope: 'payments', lease: 60000, renewEvery: 50,
       onRenew: (until) => { leases.push(until); if (++renewals === 3) renewed.open(); },
+      onRenewError: (err) => renewed.open(err),
     }, async () => {
-      await renewed.wait;
+      const err = await renewed.wait;
+      if (err) throw err;
       return { done: true };
     });
     assert.equal(r.outcome, 'completed');
