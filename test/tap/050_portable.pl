@@ -682,9 +682,9 @@ is($node->safe_psql('app', q{
 	'300 portable tokens are distinct and every hex digit of them varies (no fixed UUID digit)');
 
 # what is not carried yet says so, in every transaction context
-for my $call ("SELECT idempotency.outbox_fetch()",
+for my $call ("SELECT * FROM idempotency.cleanup_status()",
 	"BEGIN; SELECT idempotency.stats_reset(); COMMIT",
-	"BEGIN; SAVEPOINT s; SELECT idempotency.outbox_send('t', '{}'); COMMIT",
+	"BEGIN; SAVEPOINT s; SELECT * FROM idempotency.stats(); COMMIT",
 	"SELECT * FROM idempotency.stats")
 {
 	($rc, $out, $err) = $node->psql('app', "\\set VERBOSITY verbose\n$call", extra_params => [ '-U', 'owner' ]);
