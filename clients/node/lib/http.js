@@ -167,7 +167,7 @@ function createHandler(pool, handler, options = {}) {
 
     const client = await pool.connect();
     let broken;
-    let claimed = false;
+    let inHandler = false;
     try {
       await client.query('BEGIN');
       let claim = null;
@@ -179,7 +179,7 @@ function createHandler(pool, handler, options = {}) {
             : problem(409, 'a request with this idempotency key is in progress', claim.retry_after);
         }
       }
-      claimed = true;
+      inHandler = true;
       const ctx = { client, key, scope, attempt: claim ? claim.attempt : null };
       const a = render(await handler(incoming.req, ctx));
       if (!store(a.status)) {
@@ -193,7 +193,7 @@ function createHandler(pool, handler, options = {}) {
       return a;
     } catch (err) {
       await client.query('ROLLBACK').catch((e) => { broken = e; });
-      const known = mapError(err, !claimed);
+      const known = mapError(err, !inHandler);
       if (!known) throw err;
       return problem(...known);
     } finally {
