@@ -58,9 +58,10 @@ const answer = (r) => JSON.stringify([r.status,
   r.lines.filter(([name]) => !fresh.has(name.toLowerCase())), r.body.toString('base64')]);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Retries until the answer is final (not 409), at most 300 times. */
+/** Retries until the answer is final (not 409), for at most 30 s. */
 async function settle(send) {
-  for (let i = 0; i < 300; i++) {
+  const until = Date.now() + 30000;
+  while (Date.now() < until) {
     let r;
     try {
       r = await send();
@@ -70,7 +71,7 @@ async function settle(send) {
     if (r.status !== 409) return r;
     await sleep(10);
   }
-  throw new Error('still 409 after 300 tries');
+  throw new Error('still 409 after 30 s');
 }
 
 /**
