@@ -20,6 +20,12 @@
 # must be fenced), and expiry with the background cleanup removing expired
 # records.
 #
+# With IDEMPOTENCY_EDITION=portable (test/tap/052_portable_crash_storm.pl)
+# the storm runs against the portable edition: installed by the database's
+# owner, who is not a superuser, on a server that never loads the library;
+# its expiry is a client of the storm's own calling idempotency.cleanup()
+# twice a second, as a scheduler would, through the crashes.
+#
 # No assertion depends on timing.  The clients log, for every statement, when
 # they sent it and when its answer arrived (on a monotonic clock); an order
 # between two events is used only when those windows prove it (one answer
@@ -31,6 +37,8 @@
 use strict;
 use warnings FATAL => 'all';
 
+use Cwd ();
+use File::Basename ();
 use IPC::Run;
 use POSIX ();
 use PostgreSQL::Test::Cluster;
@@ -42,15 +50,30 @@ $| = 1;
 
 my $started = clock_gettime(CLOCK_MONOTONIC);
 
-my $node = PostgreSQL::Test::Cluster->new('storm');
+my $edition = $ENV{IDEMPOTENCY_EDITION} // 'c';
+my $node = PostgreSQL::Test::Cluster->new("storm_$edition");
 $node->init;
-$node->append_conf('postgresql.conf', qq{
+$node->append_conf('postgresql.conf', $edition eq 'c' ? qq{
 shared_preload_libraries = 'idempotency'
 idempotency.cleanup_interval = '1s'
+} : '');
+$node->append_conf('postgresql.conf', qq{
 restart_after_crash = on
 max_connections = 40
 });
 $node->start;
+if ($edition eq 'portable')
+{
+	my $script = `make -s -C '@{[ Cwd::abs_path(File::Basename::dirname(__FILE__) . '/../..') ]}' portable | tail -n 1`;
+	chomp $script;
+	$node->safe_psql('postgres', q{
+		CREATE ROLE storm_owner LOGIN;
+		ALTER DATABASE postgres OWNER TO storm_owner;
+	});
+	my ($rc, $out, $err) = $node->psql('postgres', undef,
+		extra_params => [ '-U', 'storm_owner', '--single-transaction', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
+	die "the portable edition did not install: $err" if $rc != 0;
+}
 
 # The application: a role that only got grant_usage and its two tables.
 # charges is the business table of the transactional mode.  It has no unique
@@ -58,10 +81,11 @@ $node->start;
 # second row for the check below, not as an error a client would retry
 # through.  effects records the external work of the other mode, with the
 # token the worker held when it did it, and whether its finish was refused.
+$node->safe_psql('postgres', 'CREATE EXTENSION idempotency') if $edition eq 'c';
+$node->safe_psql('postgres', 'CREATE ROLE storm_app LOGIN');
+$node->safe_psql('postgres', q{SELECT idempotency.grant_usage('storm_app')},
+	extra_params => $edition eq 'c' ? [] : [ '-U', 'storm_owner' ]);
 $node->safe_psql('postgres', q{
-	CREATE EXTENSION idempotency;
-	CREATE ROLE storm_app LOGIN;
-	SELECT idempotency.grant_usage('storm_app');
 	CREATE TABLE charges (req bigint PRIMARY KEY, key text NOT NULL,
 						  attempt bigint NOT NULL, worker int NOT NULL);
 	CREATE TABLE effects (req bigint PRIMARY KEY, key text NOT NULL,
@@ -325,6 +349,26 @@ foreach my $w (1 .. $n_workers)
 		my $ok = eval { worker($w); 1 };
 		print STDERR "worker $w: $@" unless $ok;
 		POSIX::_exit($ok ? 0 : 1);
+	}
+	push @pids, $pid;
+}
+
+# the portable edition's expiry: a scheduler's calls of cleanup(), which
+# fail while the server is down and go on once it is back
+if ($edition eq 'portable')
+{
+	my $pid = fork();
+	die "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		my @cleaner = ($node->installed_command('psql'), '-X', '-q', '-A', '-t', '-d',
+			$node->connstr('postgres') . ' user=storm_owner', '-c', 'SELECT idempotency.cleanup()');
+		until (-e $stopfile)
+		{
+			eval { IPC::Run::run(\@cleaner, '<', '/dev/null', '>', \my $o, '2>', \my $e); };
+			usleep(500_000);
+		}
+		POSIX::_exit(0);
 	}
 	push @pids, $pid;
 }
