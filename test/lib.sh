@@ -30,17 +30,19 @@ root_packages() {
 	echo $(suite_packages "$1") build-essential debhelper dpkg-dev postgresql-server-dev-all
 }
 
-# client_packages: what the HTTP service, driver and monitoring tests
-# (test/tap/040, 041 and 042) need beside suite_packages on this machine: Debian's nodejs and npm
+# client_packages: what the HTTP service, driver, monitoring and Python
+# client tests (test/tap/040, 041, 042 and 044) need beside suite_packages on this machine: Debian's nodejs and npm
 # unless node and npm are installed already (NodeSource's nodejs carries its
 # own npm and conflicts with Debian's), a JDK unless javac is there, the
-# Python and Java drivers, PgBouncer, and postgres_exporter.  The matrix's roots leave them
-# out: the tests skip there, saying why.
+# Python and Java drivers, PgBouncer, postgres_exporter, and the Python
+# client's frameworks, ASGI server and HTTP client (Django 3.2 needs
+# psycopg2).  The matrix's roots leave them out: the tests skip there, saying why.
 client_packages() {
 	command -v node >/dev/null 2>&1 || echo nodejs
 	command -v npm >/dev/null 2>&1 || echo npm
 	command -v javac >/dev/null 2>&1 || echo default-jdk-headless
 	echo python3-psycopg python3-asyncpg libpostgresql-jdbc-java pgbouncer prometheus-postgres-exporter
+	echo python3-psycopg2 python3-starlette python3-fastapi python3-django python3-uvicorn python3-httpx
 }
 
 # install_packages PKG...: install any that are missing, as root
