@@ -27,8 +27,9 @@ DATABASES = {
         "PORT": os.environ.get("PGPORT", ""),
     }
 }
-IDEMPOTENCY = {"require_key": os.environ.get("IDEMPOTENCY_TEST_REQUIRE_KEY", "1") == "1",
-               "max_wait": apps.MAX_WAIT}
+IDEMPOTENCY = {"max_wait": apps.MAX_WAIT}
+if os.environ.get("IDEMPOTENCY_TEST_REQUIRE_KEY") == "0":
+    IDEMPOTENCY["require_key"] = False
 
 
 def charges(request: HttpRequest, account: str = "") -> HttpResponse:
