@@ -34,18 +34,18 @@ export PATH="$bindir:$PATH"
 
 # The pg_regress tests whose subject the portable edition has; the others
 # test what it lacks (the key type's operators and casts, the statistics,
-# the cleanup worker, the state machines, CREATE
+# the cleanup worker, the CREATE TRIGGER check, CREATE
 # EXTENSION and its updates, the planner hook).
 regress_tests=(registry registry_errors recovery recovery_own_claim registry_http xactclaims
 	registry_begin_order inbox tokens locks registry_attempts registry_previous registry_max_wait
-	idempotent_call forget_key outbox)
+	idempotent_call forget_key outbox statemachine statemachine_limits version_guard trigger_paths)
 # The isolation specs whose subject it has.
 isolation_tests=(registry_begin_commit registry_read_first registry_begin_rollback registry_nowait
 	registry_lease_takeover registry_expired_reclaim registry_finish_vs_begin
 	registry_abandon_vs_begin inbox_race tokens_race registry_max_wait_bound xactclaims_order
 	xactclaims_defer_race registry_default_wait_race registry_previous_race
 	recovery_checkpoint_vs_takeover recovery_renew_vs_takeover forget_key_race outbox_relay_race
-	outbox_ack_vs_lease outbox_order)
+	outbox_ack_vs_lease outbox_order transition_race version_guard_race transition_partition_move)
 # (registry_in_memory tests how the C edition holds a claim before its
 # finish, in a lock space of its own: the portable edition writes it)
 if [ $# -gt 0 ]; then
