@@ -144,7 +144,7 @@ my $tests_ok;
 	# printed, not the end of this test
 	$tests_ok = eval {
 		IPC::Run::run(
-			[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 --test-timeout=60000 test/*.test.js' ],
+			[ 'bash', '-c', 'exec node --test --test-reporter=tap --test-concurrency=1 --test-timeout=180000 test/*.test.js' ],
 			'>', \$tout, '2>', \$terr, init => sub { chdir $dir },
 			IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	};

@@ -92,9 +92,9 @@ async function hold(db) {
   };
 }
 
-/** Waits until n transactions wait for lock 4242 (bounded: 20 s). */
+/** Waits until n transactions wait for lock 4242 (bounded: 10 s). */
 async function waiters(db, n) {
-  const until = Date.now() + 20000;
+  const until = Date.now() + 10000;
   for (;;) {
     const { rows: [w] } = await db.query(`SELECT count(*)::int AS n FROM pg_catalog.pg_locks
         WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`);

@@ -228,9 +228,9 @@ for (const framework of ['express', 'fastify']) {
   });
 }
 
-/** Waits until query's n is at least 1 (bounded: 20 s). */
+/** Waits until query's n is at least 1 (bounded: 10 s). */
 async function waitFor(db, query) {
-  const until = Date.now() + 20000;
+  const until = Date.now() + 10000;
   for (;;) {
     const { rows: [r] } = await db.query(query);
     if (r.n >= 1) return;
