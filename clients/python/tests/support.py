@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import unittest
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -70,6 +71,27 @@ def setup_schema() -> None:
             conn.execute("SELECT pg_advisory_xact_lock(4244)")
             conn.execute(SCHEMA)
     _schema_ready = True
+
+
+def requires(*calls: str) -> None:
+    """Skips the tests unless the edition under test has these calls: the
+    portable edition is written function by function, and answers 0A000 for
+    one it does not have yet.  Each runs in a transaction rolled back."""
+    with connect() as conn:
+        for call in calls:
+            try:
+                conn.execute(f"SELECT {call}")
+            except psycopg.Error as e:
+                if e.sqlstate == "0A000":
+                    raise unittest.SkipTest(f"{call.split('(')[0]} is not in the {EDITION} edition yet")
+                raise
+            finally:
+                conn.rollback()
+
+
+BEGIN = "idempotency.idempotent_begin('probe', 'probe', external => true)"
+INBOX = "idempotency.inbox_receive('probe', 'probe')"
+OUTBOX = "idempotency.outbox_fetch(1)"
 
 
 def key(name: str) -> str:

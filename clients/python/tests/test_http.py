@@ -8,8 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
-import sys
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
@@ -43,6 +41,7 @@ class HttpCases:
             importlib.import_module(cls.needs)
         except ImportError:
             raise unittest.SkipTest(f"{cls.needs} is not installed (test/lib.sh's client_packages)")
+        support.requires(support.BEGIN)
         support.setup_schema()
         cls.server = support.Server(cls.kind)
         cls.http = httpx.Client(base_url=cls.server.url, timeout=support.DEADLINE)
@@ -221,6 +220,7 @@ class PassThroughTest(unittest.TestCase):
     middleware (nothing claimed); one with a key is handled as before."""
 
     def test_each_framework(self) -> None:
+        support.requires(support.BEGIN)
         support.setup_schema()
         for kind, needs in (("starlette", "starlette"), ("fastapi", "fastapi"), ("django", "django")):
             with self.subTest(kind):

@@ -29,6 +29,10 @@ def lease_ran_out(k: str) -> bool:
 
 
 class ExternalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        support.requires(support.BEGIN)
+
     def setUp(self) -> None:
         self.conn = connect(autocommit=True)
         self.calls: list[str] = []
@@ -100,6 +104,10 @@ class ExternalTest(unittest.TestCase):
 
 
 class InboxTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        support.requires(support.INBOX)
+
     def setUp(self) -> None:
         support.setup_schema()
 
@@ -197,6 +205,10 @@ def delivered(ids: list[str]) -> int:
 
 
 class RelayTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        support.requires(support.OUTBOX)
+
     def setUp(self) -> None:
         self.topic = key("topic")
         self.published: list[Message] = []
