@@ -567,6 +567,8 @@ my @claim_steps = (
 	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', max_wait => '-1 second') AS c},
 	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h3', 'public.h_ok(jsonb)', '{}', max_wait => '1 second') AS c},
 	seq(begin_sql(q{'h4', external => true}), q{SELECT concat_ws(' ', c.outcome, c.status, c.response, c.retry_after) FROM idempotency.idempotent_call('h4', 'public.h_ok(jsonb)', '{}') AS c}),
+	q{SELECT concat_ws(' ', c.outcome, c.status, c.response) FROM idempotency.idempotent_call('h5', 'public.h_self(jsonb)', '{"k": "h5"}') AS c},
+	begin_sql(q{'mw', max_wait => '100 years', external => true}),
 	[ 'lnone', begin_sql(q{'a1'}) ],
 	[ 'l12', begin_sql(q{'a1'}) ],
 	[ 'postgres', q{SELECT string_agg(owner || '/' || scope || '/' || key || '/' || status || '/' || coalesce(response::text, '-') || '/' || coalesce(status_code::text, '-') || '/' || coalesce(headers::text, '-'), ' ' ORDER BY key::text COLLATE "C", scope COLLATE "C") FROM idempotency.registry WHERE key::text !~ '^(lk|tk_)'} ]);
@@ -578,6 +580,7 @@ my $handlers = q{
 	CREATE FUNCTION public.h_private(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r';
 	REVOKE EXECUTE ON FUNCTION public.h_private(jsonb) FROM PUBLIC;
 	CREATE FUNCTION public.h_fails(r jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'card declined' USING ERRCODE = 'P0001'; END$$;
+	CREATE FUNCTION public.h_self(r jsonb) RETURNS jsonb LANGUAGE sql AS $$SELECT to_jsonb(idempotency.idempotent_finish(r ->> 'k', '{}'))$$;
 };
 $node->safe_psql($_, $handlers) for qw(c_edition app);
 my (@c_claims, @portable_claims);
@@ -635,6 +638,60 @@ for my $db (qw(c_edition app))
 	}
 	$holder->quit;
 }
+# the commit rule holds whatever the constraints' mode: a transaction that
+# sets them IMMEDIATE has its claims checked at once; an external claim
+# stays this transaction's through it; a read-only end commits one
+my ($im_rc, $im_out, $im_err) = $node->psql('app', q{
+	BEGIN;
+	SET CONSTRAINTS ALL IMMEDIATE;
+	SELECT outcome FROM idempotency.idempotent_begin('imm');
+	COMMIT;}, extra_params => [ '-U', 'l1' ]);
+like($im_err, qr/ERROR:  idempotency key "imm" in scope "" was claimed but not finished/,
+	'portable edition: a claim taken with the constraints IMMEDIATE fails at once');
+is($node->safe_psql('app', q{
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('imm-ext', external => true);
+	SET CONSTRAINTS ALL IMMEDIATE;
+	SET CONSTRAINTS ALL DEFERRED;
+	SELECT idempotency.idempotent_finish('imm-ext', '{}');
+	COMMIT;
+	BEGIN;
+	SELECT outcome FROM idempotency.idempotent_begin('ro-ext', external => true);
+	SET TRANSACTION READ ONLY;
+	COMMIT;
+	SELECT count(*) FROM idempotency.my_records WHERE key IN ('imm', 'imm-ext', 'ro-ext');
+	SELECT outcome FROM idempotency.idempotent_begin('ro-ext');
+}, extra_params => [ '-U', 'l1' ]), "execute
+completed
+execute
+2
+in_progress",
+	'portable edition: an external claim stays the transaction\'s through SET CONSTRAINTS, and commits in a transaction that ends read-only; nothing of the failed one is left');
+# a bounded begin leaves the caller's lock_timeout as it was
+is($node->safe_psql('app', q{
+	BEGIN;
+	SET LOCAL lock_timeout = '7s';
+	SELECT outcome FROM idempotency.idempotent_begin('lt', wait => false, external => true);
+	SHOW lock_timeout;
+	COMMIT;}, extra_params => [ '-U', 'l1' ]), "execute
+7s", 'portable edition: begin gives the caller\'s lock_timeout back');
+# a key is checked however it becomes one
+for my $cast (q{SELECT idempotency.key(' a')}, q{SELECT ' a'::idempotency.key}, q{SELECT idempotency.key(E'a\u00a0')})
+{
+	(my $quoted = $cast) =~ s/'/''/g;
+	like($node->safe_psql('app', "$answer_fn SELECT pg_temp.answer('$quoted')"), qr/^22P02 invalid input syntax for type idempotency.key/,
+		"portable edition: $cast is refused as the C type refuses it");
+}
+# a key lock's number is one nobody can derive another application's from:
+# no role OID in it, and the two halves of one key's numbers in two
+# applications unrelated
+is($node->safe_psql('app', q{
+	SELECT (a >> 32) NOT IN (SELECT oid::int8 FROM pg_roles) AND (b >> 32) NOT IN (SELECT oid::int8 FROM pg_roles)
+		   AND (a >> 32) <> (b >> 32) AND (a & 4294967295) <> (b & 4294967295)
+	  FROM (SELECT idempotency.portable_lock_key('app1', '', 'order-42') AS a,
+				   idempotency.portable_lock_key('app2', '', 'order-42') AS b) AS n},
+	extra_params => [ '-U', 'owner' ]), 't', 'portable edition: a key lock\'s number carries no role OID, and differs whole between applications');
+
 # (the records above are not part of what follows)
 $node->safe_psql($_, q{SELECT idempotency.forget_role('app1')}) for qw(c_edition app);
 

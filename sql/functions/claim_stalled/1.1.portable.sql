@@ -60,6 +60,7 @@ BEGIN
 				   AND NOT EXISTS (SELECT FROM idempotency.portable_claims AS c
 									WHERE c.key OPERATOR(pg_catalog.=) s.key::pg_catalog.text
 									  AND c.scope OPERATOR(pg_catalog.=) s.scope AND c.owner OPERATOR(pg_catalog.=) s.owner
+									  AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
 									  AND c.kind OPERATOR(pg_catalog.<>) 'external')
 				 LIMIT batch_size FOR UPDATE SKIP LOCKED) AS s
 		 WHERE r.key OPERATOR(pg_catalog.=) s.key AND r.scope OPERATOR(pg_catalog.=) s.scope
@@ -71,7 +72,7 @@ BEGIN
 		DELETE FROM idempotency.portable_claims AS c
 		 WHERE c.key OPERATOR(pg_catalog.=) portable_claim_stalled.key::pg_catalog.text
 		   AND c.scope OPERATOR(pg_catalog.=) portable_claim_stalled.scope
-		   AND c.owner OPERATOR(pg_catalog.=) v_owner;
+		   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
 		INSERT INTO idempotency.portable_claims AS c (owner, scope, key, attempt, kind)
 		VALUES (v_owner, portable_claim_stalled.scope, portable_claim_stalled.key, portable_claim_stalled.attempt, 'external');
 		RETURN NEXT;

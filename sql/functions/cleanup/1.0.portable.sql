@@ -74,6 +74,11 @@ BEGIN
 	END LOOP;
 	UPDATE idempotency.portable_cleanup SET next_block = v_pos;
 
+	-- claims' rows of transactions that ended with them open (external
+	-- claims committed, prepared transactions resolved): nobody's now
+	DELETE FROM idempotency.portable_claims AS c
+	 WHERE pg_catalog.pg_xact_status(c.xact) IS DISTINCT FROM 'in progress';
+
 	IF v_deleted OPERATOR(pg_catalog.<) v_batch THEN
 		DELETE FROM idempotency.inbox AS i
 		 USING (SELECT e.message_id, e.consumer, e.owner FROM idempotency.inbox AS e

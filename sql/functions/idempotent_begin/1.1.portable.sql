@@ -60,6 +60,9 @@ DECLARE
 	v_kind pg_catalog.text;
 	v_timeout pg_catalog.int8;
 	v_table_timeout pg_catalog.int8;
+	-- the caller's lock_timeout, given back after each bounded block: a
+	-- SET LOCAL in a block that succeeds would outlive the call
+	v_caller_timeout pg_catalog.text := pg_catalog.current_setting('lock_timeout');
 	v_read_only pg_catalog.bool := pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool;
 	v_answered pg_catalog.bool := false;
 	v_timed_out pg_catalog.bool := false;
@@ -132,6 +135,7 @@ BEGIN
 					  DETAIL = pg_catalog.format('Another transaction holds a lock on the registry table (ALTER EXTENSION idempotency UPDATE among others); the call waited %s ms for it.', v_table_timeout),
 					  HINT = 'Retry the request.';
 		END;
+		PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
 	END IF;
 
 	-- the token first: a token row locked by a concurrent begin of the same
@@ -144,6 +148,7 @@ BEGIN
 			EXCEPTION WHEN lock_not_available THEN
 				v_timed_out := true;
 			END;
+			PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
 		ELSE
 			PERFORM idempotency.portable_require_token(v_owner, v_scope, v_key, v_now);
 		END IF;
@@ -153,7 +158,7 @@ BEGIN
 	IF NOT v_read_only AND NOT v_timed_out THEN
 		SELECT r.* INTO rec FROM idempotency.portable_claims AS c, idempotency.registry AS r
 		 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-		   AND c.owner OPERATOR(pg_catalog.=) v_owner
+		   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
 		   AND r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
 		   AND r.owner OPERATOR(pg_catalog.=) v_owner;
 		IF FOUND THEN
@@ -264,6 +269,7 @@ BEGIN
 			END IF;
 			v_timed_out := true;
 		END;
+		PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
 	END LOOP;
 
 	IF v_timed_out THEN
@@ -386,7 +392,7 @@ BEGIN
 	IF lt OPERATOR(pg_catalog.>) 0 AND lt OPERATOR(pg_catalog.<) ms THEN
 		RETURN lt;
 	END IF;
-	RETURN ms;
+	RETURN LEAST(ms, 2147483647);
 END
 $$;
 

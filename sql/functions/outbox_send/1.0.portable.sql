@@ -1,9 +1,8 @@
 /*
  * outbox.c's outbox_send, in PL/pgSQL: the message recorded in the
  * caller's transaction.  The senders of one (owner, ordering key) are
- * serialised by a transaction-scoped advisory lock of the pair (the
- * two-number form, apart from the key locks' one-number form; keyed with
- * the installation's secret as those are), so that a second sender waits
+ * serialised by a transaction-scoped advisory lock of the pair
+ * (portable_outbox_lock), so that a second sender waits
  * until the first's transaction ends and then numbers after its message.
  * Under READ COMMITTED the statement after the wait sees what the first
  * committed, as the C edition's latest snapshot does; under REPEATABLE
@@ -94,8 +93,8 @@ BEGIN
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	IF n OPERATOR(pg_catalog.=) 0 THEN
-		PERFORM pg_catalog.pg_advisory_xact_lock(idempotency.portable_outbox_lock(v_owner, COALESCE(v_key, v_id)),
-												 idempotency.portable_outbox_lock_key(COALESCE(v_key, v_id)));
+		PERFORM pg_catalog.pg_advisory_xact_lock(l.key1, l.key2)
+		   FROM idempotency.portable_outbox_lock(v_owner, COALESCE(v_key, v_id)) AS l;
 	END IF;
 	WHILE n OPERATOR(pg_catalog.=) 0 LOOP
 		INSERT INTO idempotency.outbox AS o (owner, ordering_key, seq, message_id, topic, payload, headers, sent_at)
@@ -116,48 +115,32 @@ $$;
 COMMENT ON FUNCTION idempotency.portable_outbox_send(pg_catalog.name, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text) IS
 'outbox_send() for a caller, checked against the session';
 
-/* the first number of an ordering key's lock: its owner's role */
-CREATE FUNCTION idempotency.portable_outbox_lock(owner pg_catalog.text, ordering_key pg_catalog.text)
-RETURNS pg_catalog.int4
+/*
+ * The two numbers of the advisory lock of an owner's ordering key: 64 bits
+ * of the keyed hash of the owner and the key (portable_secret_hash), in
+ * the two-number form, apart from the key locks' one-number form.
+ */
+CREATE FUNCTION idempotency.portable_outbox_lock(owner pg_catalog.text, ordering_key pg_catalog.text,
+												 OUT key1 pg_catalog.int4, OUT key2 pg_catalog.int4)
+RETURNS record
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	role_oid pg_catalog.oid := pg_catalog.to_regrole(pg_catalog.quote_ident(owner));
+	h pg_catalog.int8 := idempotency.portable_secret_hash('outbox:' OPERATOR(pg_catalog.||) pg_catalog.octet_length(owner)
+														  OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) owner
+														  OPERATOR(pg_catalog.||) ordering_key);
+	low pg_catalog.int8 := h OPERATOR(pg_catalog.&) 4294967295;
 BEGIN
-	IF role_oid IS NULL THEN
-		RAISE EXCEPTION 'role "%" does not exist', owner USING ERRCODE = 'undefined_object';
-	END IF;
-	-- an OID above 2^31 wraps into int4's negative half, one to one
-	RETURN (role_oid::pg_catalog.int8 OPERATOR(pg_catalog.-)
-			CASE WHEN role_oid::pg_catalog.int8 OPERATOR(pg_catalog.>) 2147483647 THEN 4294967296 ELSE 0 END)::pg_catalog.int4;
+	key1 := (h OPERATOR(pg_catalog.>>) 32)::pg_catalog.int4;
+	key2 := (low OPERATOR(pg_catalog.-) CASE WHEN low OPERATOR(pg_catalog.>) 2147483647 THEN 4294967296 ELSE 0 END)::pg_catalog.int4;
 END
 $$;
 
 COMMENT ON FUNCTION idempotency.portable_outbox_lock(pg_catalog.text, pg_catalog.text) IS
-'the first number of the advisory lock of an owner''s ordering key: the owner''s role';
+'the two numbers of the advisory lock of an owner''s ordering key, keyed with the installation''s secret';
 
 REVOKE ALL ON FUNCTION idempotency.portable_outbox_lock(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
-
-/* the second: 32 bits of SHA-256 over the installation's secret and the key */
-CREATE FUNCTION idempotency.portable_outbox_lock_key(ordering_key pg_catalog.text)
-RETURNS pg_catalog.int4
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-BEGIN ATOMIC
-	SELECT (pg_catalog.get_byte(d.digest, 0) OPERATOR(pg_catalog.<<) 24) OPERATOR(pg_catalog.|)
-		   (pg_catalog.get_byte(d.digest, 1) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|)
-		   (pg_catalog.get_byte(d.digest, 2) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|)
-		   pg_catalog.get_byte(d.digest, 3)
-	  FROM (SELECT pg_catalog.sha256(s.secret OPERATOR(pg_catalog.||)
-									 pg_catalog.convert_to('outbox:' OPERATOR(pg_catalog.||) ordering_key,
-														   pg_catalog.current_setting('server_encoding'))) AS digest
-			  FROM idempotency.portable_secret AS s) AS d;
-END;
-
-COMMENT ON FUNCTION idempotency.portable_outbox_lock_key(pg_catalog.text) IS
-'the second number of the advisory lock of an ordering key, keyed with the installation''s secret';
-
-REVOKE ALL ON FUNCTION idempotency.portable_outbox_lock_key(pg_catalog.text) FROM PUBLIC;
 
 CREATE FUNCTION idempotency.outbox_send(topic pg_catalog.text,
 										payload pg_catalog.jsonb,

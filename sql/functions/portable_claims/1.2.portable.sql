@@ -3,13 +3,14 @@
  * the C edition: what finish and abandon without an attempt may end, and
  * the claims that must end before the transaction commits.
  *
- * A row here is written by the begin that took the claim and deleted by
- * its finish or abandon, in the claim's transaction, so no row is ever
- * committed: only the transaction that wrote one sees it, and it follows
- * subtransactions both ways as the claim's record does (a claim taken in a
- * subtransaction that rolls back is gone with it; one ended in a
- * subtransaction that rolls back is open again).  UNLOGGED: nothing in it
- * outlives its transaction, so nothing needs the WAL.  A read-only
+ * A row is written by the begin that took the claim, with the transaction's
+ * id, and deleted by its finish or abandon; every reader looks only at its
+ * own transaction's rows.  So the rows follow subtransactions both ways as
+ * the claim's record does (a claim taken in a subtransaction that rolls
+ * back is gone with it; one ended in a subtransaction that rolls back is
+ * open again), and a row that outlives its transaction (an external claim's,
+ * committed open; a prepared transaction's) is nobody's: cleanup() deletes
+ * those.  UNLOGGED: nothing in it is needed after a crash.  A read-only
  * transaction (a hot standby's too, which cannot read an unlogged table)
  * has no claims and never reads it.  kind says what the claim was taken
  * as: transactional (the default), external, deferred (defer_claim), or
@@ -19,47 +20,40 @@ CREATE UNLOGGED TABLE idempotency.portable_claims (
 	owner		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	scope		pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
 	key			pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+	xact		pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
 	attempt		pg_catalog.int4 NOT NULL,
 	kind		pg_catalog.text NOT NULL,
-	CONSTRAINT portable_claims_pkey PRIMARY KEY (key, scope, owner),
+	CONSTRAINT portable_claims_pkey PRIMARY KEY (key, scope, owner, xact),
 	CONSTRAINT portable_claims_kind CHECK (kind OPERATOR(pg_catalog.=) ANY (ARRAY['transactional', 'external', 'deferred', 'call']))
 );
 
 COMMENT ON TABLE idempotency.portable_claims IS
-'the claims the current transaction took and has not ended (no row is ever committed)';
+'the claims each transaction took and has not ended, by transaction id';
 
 REVOKE ALL ON TABLE idempotency.portable_claims FROM PUBLIC;
 
 /*
- * The commit rule: at commit (or PREPARE), a claim written in this
- * transaction that is still open and was not taken for work outside the
- * database fails the transaction, with the C edition's error; an open
- * external claim is let through, and its row here deleted so that none is
- * committed.  A deferred constraint trigger, so that it runs when the
- * transaction ends and sees what it did; a transaction that sets its
- * constraints IMMEDIATE has the rule checked at that moment instead.
+ * The commit rule: a claim that must end in its transaction (any but an
+ * external one) and is still open when the transaction commits (or
+ * PREPAREs) fails it, with the C edition's error.  A deferred constraint
+ * trigger on the claims' rows, so that it runs when the transaction ends
+ * and sees what it did.  A transaction that sets it IMMEDIATE (SET
+ * CONSTRAINTS ALL IMMEDIATE) is checked at that moment: a claim taken while
+ * it is immediate, or open when it is set, fails then (doc/portable.md),
+ * rather than go unchecked.
  */
 CREATE FUNCTION idempotency.portable_commit_rule()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	v_kind pg_catalog.text;
 BEGIN
-	SELECT c.kind INTO v_kind FROM idempotency.portable_claims AS c
-	 WHERE c.key OPERATOR(pg_catalog.=) NEW.key::pg_catalog.text AND c.scope OPERATOR(pg_catalog.=) NEW.scope
-	   AND c.owner OPERATOR(pg_catalog.=) NEW.owner;
-	IF NOT FOUND THEN
-		RETURN NULL;
+	IF NOT EXISTS (SELECT FROM idempotency.portable_claims AS c
+					WHERE c.key OPERATOR(pg_catalog.=) NEW.key AND c.scope OPERATOR(pg_catalog.=) NEW.scope
+					  AND c.owner OPERATOR(pg_catalog.=) NEW.owner AND c.xact OPERATOR(pg_catalog.=) NEW.xact) THEN
+		RETURN NULL;			-- ended
 	END IF;
-	IF v_kind OPERATOR(pg_catalog.=) 'external' THEN
-		DELETE FROM idempotency.portable_claims AS c
-		 WHERE c.key OPERATOR(pg_catalog.=) NEW.key::pg_catalog.text AND c.scope OPERATOR(pg_catalog.=) NEW.scope
-		   AND c.owner OPERATOR(pg_catalog.=) NEW.owner;
-		RETURN NULL;
-	END IF;
-	IF v_kind OPERATOR(pg_catalog.=) 'deferred' THEN
+	IF NEW.kind OPERATOR(pg_catalog.=) 'deferred' THEN
 		RAISE EXCEPTION 'idempotency key "%" in scope "%" was claimed with defer_claim but not finished', NEW.key, NEW.scope
 			USING ERRCODE = 'invalid_transaction_termination',
 				  DETAIL = 'A deferred claim is written only by idempotent_finish, so this transaction cannot commit without it; nothing was committed.',
@@ -78,9 +72,9 @@ COMMENT ON FUNCTION idempotency.portable_commit_rule() IS
 REVOKE ALL ON FUNCTION idempotency.portable_commit_rule() FROM PUBLIC;
 
 CREATE CONSTRAINT TRIGGER portable_commit_rule
-	AFTER INSERT OR UPDATE ON idempotency.registry
+	AFTER INSERT ON idempotency.portable_claims
 	DEFERRABLE INITIALLY DEFERRED
-	FOR EACH ROW WHEN (NEW.status OPERATOR(pg_catalog.=) 'processing')
+	FOR EACH ROW WHEN (NEW.kind OPERATOR(pg_catalog.<>) 'external')
 	EXECUTE FUNCTION idempotency.portable_commit_rule();
 
 /*
@@ -271,7 +265,7 @@ BEGIN
 	END IF;
 	SELECT c.attempt, c.kind INTO attempt, kind FROM idempotency.portable_claims AS c
 	 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-	   AND c.owner OPERATOR(pg_catalog.=) v_owner;
+	   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
 	IF attempt IS NULL THEN
 		RETURN;
 	END IF;
@@ -446,7 +440,7 @@ BEGIN
 		v_expires := v_now;
 	END IF;
 	mine := idempotency.portable_own_attempt(v_owner, v_scope, v_key, v_attempt, NULL);
-	IF call_only AND mine.kind IS DISTINCT FROM 'call' THEN
+	IF call_only AND mine.kind OPERATOR(pg_catalog.<>) 'call' THEN
 		RAISE EXCEPTION 'idempotency key "%" in scope "%" was not claimed by idempotent_call in this transaction', v_key, v_scope
 			USING ERRCODE = 'object_not_in_prerequisite_state';
 	END IF;
@@ -471,7 +465,7 @@ BEGIN
 	IF mine.attempt IS NOT NULL THEN
 		DELETE FROM idempotency.portable_claims AS c
 		 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-		   AND c.owner OPERATOR(pg_catalog.=) v_owner;
+		   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
 	END IF;
 END
 $$;

@@ -1,9 +1,28 @@
 /*
- * A key lock's advisory lock number: the owner's role OID in the high 32
- * bits, so that no application's keys collide with another's, and 32 bits
- * of SHA-256 over the installation's secret, the scope and the key in the
- * low 32, so that nobody without the secret can compute the number of a
- * key to take its lock first, or confirm a guess of which key a lock in
+ * 64 bits of SHA-256 over the installation's secret and a text: a lock
+ * number nobody without the secret can compute, nor match to a guess.
+ * Revoked from PUBLIC: the lock functions call it as its owner.
+ */
+CREATE FUNCTION idempotency.portable_secret_hash(value pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+BEGIN ATOMIC
+	SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(s.secret OPERATOR(pg_catalog.||)
+				pg_catalog.convert_to(value, pg_catalog.current_setting('server_encoding'))), 1, 8), 'hex'))::pg_catalog.bit(64)::pg_catalog.int8
+	  FROM idempotency.portable_secret AS s;
+END;
+
+COMMENT ON FUNCTION idempotency.portable_secret_hash(pg_catalog.text) IS
+'64 bits of SHA-256 over the installation''s secret and a text';
+
+REVOKE ALL ON FUNCTION idempotency.portable_secret_hash(pg_catalog.text) FROM PUBLIC;
+
+/*
+ * A key lock's advisory lock number: 64 bits of the keyed hash of its
+ * owner, scope and key (each length-prefixed), so that no application's
+ * keys collide with another's, and nobody without the installation's
+ * secret can compute the number of a key, another application's or its
+ * own, to take its lock first, nor confirm a guess of which key a lock in
  * pg_locks is (the C edition's tag has a field SQL cannot set, and a hash
  * seeded at server start).  The advisory space is one every role can take
  * locks in: a number seen in pg_locks while its lock is held can be taken
@@ -16,23 +35,13 @@ RETURNS pg_catalog.int8
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	role_oid pg_catalog.oid := pg_catalog.to_regrole(pg_catalog.quote_ident(owner));
-	digest pg_catalog.bytea;
 BEGIN
-	IF role_oid IS NULL THEN
+	IF pg_catalog.to_regrole(pg_catalog.quote_ident(owner)) IS NULL THEN
 		RAISE EXCEPTION 'role "%" does not exist', owner USING ERRCODE = 'undefined_object';
 	END IF;
-	SELECT pg_catalog.sha256(s.secret OPERATOR(pg_catalog.||)
-							 pg_catalog.convert_to(pg_catalog.octet_length(scope)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-												   OPERATOR(pg_catalog.||) scope OPERATOR(pg_catalog.||) key,
-												   pg_catalog.current_setting('server_encoding')))
-	  INTO digest FROM idempotency.portable_secret AS s;
-	RETURN (role_oid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|)
-		   ((pg_catalog.get_byte(digest, 0)::pg_catalog.int8 OPERATOR(pg_catalog.<<) 24)
-			OPERATOR(pg_catalog.|) (pg_catalog.get_byte(digest, 1) OPERATOR(pg_catalog.<<) 16)
-			OPERATOR(pg_catalog.|) (pg_catalog.get_byte(digest, 2) OPERATOR(pg_catalog.<<) 8)
-			OPERATOR(pg_catalog.|) pg_catalog.get_byte(digest, 3));
+	RETURN idempotency.portable_secret_hash('key:' OPERATOR(pg_catalog.||) pg_catalog.octet_length(owner) OPERATOR(pg_catalog.||) ':'
+											OPERATOR(pg_catalog.||) owner OPERATOR(pg_catalog.||) pg_catalog.octet_length(scope)
+											OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) scope OPERATOR(pg_catalog.||) key);
 END
 $$;
 
