@@ -2,7 +2,8 @@
 under /accounts/{account}/charges, for the scope), on Starlette, FastAPI and
 Django.  The answer carries a Location and two Link lines (in that order) and
 a body with the charge's id and time, so that a second execution could not
-pass for a replay.  An amount of 500 inserts and then answers 500."""
+pass for a replay.  An amount of 500 inserts and then answers 500; one of 13
+inserts and then raises."""
 
 import json
 import os
@@ -52,6 +53,8 @@ def starlette_app() -> Any:
             return Response(b'{"passed": true}', 200, media_type="application/json")
         cur = await idem.conn.execute(INSERT, (amount, idem.key))
         charge = await cur.fetchone()
+        if amount == 13:
+            raise RuntimeError("the handler failed after its insert")
         if amount == 500:
             return Response(b'{"error": "failed"}', 500, media_type="application/json")
         response = Response(body_of(charge, amount), 201, media_type="application/json")
@@ -82,6 +85,8 @@ def fastapi_app() -> Any:
             return Response(b'{"passed": true}', 200, media_type="application/json")
         cur = await idem.conn.execute(INSERT, (charge_in.amount, idem.key))
         charge = await cur.fetchone()
+        if charge_in.amount == 13:
+            raise RuntimeError("the handler failed after its insert")
         if charge_in.amount == 500:
             return Response(b'{"error": "failed"}', 500, media_type="application/json")
         response = Response(body_of(charge, charge_in.amount), 201, media_type="application/json")

@@ -31,7 +31,8 @@ def main() -> None:
 
     from . import apps
     app = apps.starlette_app() if kind == "starlette" else apps.fastapi_app()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    # critical: the handler that raises on purpose would log its traceback
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical")
 
 
 if __name__ == "__main__":

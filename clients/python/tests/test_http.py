@@ -171,6 +171,15 @@ class HttpCases:
         self.assertNotIn("Idempotent-Replayed", r.headers)
         self.assertEqual(support.scalar("SELECT count(*) FROM idempotency.my_records WHERE key = %s", (k,)), 0)
 
+    def test_handler_raises(self) -> None:
+        k = self.k("raises")
+        self.assertEqual(self.post(k, 13).status_code, 500)
+        # its insert rolled back with the claim: the retry executes
+        self.assertEqual(charges(k), 0)
+        self.assertEqual(support.scalar("SELECT count(*) FROM idempotency.my_records WHERE key = %s", (k,)), 0)
+        self.assertEqual(self.post(k, 13).status_code, 500)
+        self.assertEqual(charges(k), 0)
+
     def test_cancelled_statement(self) -> None:
         k = self.k("57014")
         r = self.post(k, 57014)
