@@ -139,7 +139,23 @@ $(PORTABLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sh
 portable: $(PORTABLE_SCRIPT)
 	@echo $(abspath $(PORTABLE_SCRIPT))
 
-.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable portablecheck
+# The same for pg_tle: the tle edition's script, wrapped in
+# pgtle.install_extension (sql/pgtle.pl); a pgtle_admin runs it, and then
+# CREATE EXTENSION idempotency works without the library (doc/portable.md).
+TLE_SCRIPT = sql/built/$(EXTENSION)-tle--$(EXTVERSION).sql
+PGTLE_SCRIPT = sql/built/$(EXTENSION)-pgtle--$(EXTVERSION).sql
+
+$(TLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sha256
+	@mkdir -p sql/built
+	perl sql/include.pl --edition=tle sql/released.sha256 $(SQL_SOURCES) $@
+
+$(PGTLE_SCRIPT): $(TLE_SCRIPT) sql/pgtle.pl $(EXTENSION).control
+	perl sql/pgtle.pl $(EXTENSION).control $(EXTVERSION) $(TLE_SCRIPT) > $@
+
+tle: $(PGTLE_SCRIPT)
+	@echo $(abspath $(PGTLE_SCRIPT))
+
+.PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable portablecheck tle
 
 # The pg_regress and isolation suites against the portable edition, beside
 # the C edition (test/portable_check.sh), on throwaway servers of their own

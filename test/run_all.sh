@@ -50,6 +50,12 @@ if [ "$PG_MAJOR" = 15 ] && [ "$from_source" = 1 ]; then
 	install_packages libasan8 libubsan1 pg-bsd-indent $(client_packages)
 fi
 use_extension "$top"
+# pg_tle, for test/tap/054_pg_tle.pl, from its source where PG_TLE_SRC names
+# one (no registry these machines reach has it); the test says it is
+# skipped otherwise
+if [ -n "${PG_TLE_SRC:-}" ] && [ ! -f "$(pg_config --sharedir)/extension/pg_tle.control" ]; then
+	bash "$top/test/pg_tle.sh" "$PG_TLE_SRC" "$(command -v pg_config)"
+fi
 
 work=$(private_copy "$top")
 trap '[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$work"' EXIT

@@ -104,20 +104,20 @@ BEGIN
 	 WHERE g.tgrelid OPERATOR(pg_catalog.=) relid AND g.tgname OPERATOR(pg_catalog.=) trigger_name;
 	-- tgtype: 1 row, 2 before, 4 insert, 8 delete, 16 update, 32 truncate, 64 instead
 	IF (v_type OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.=) 0 THEN
-		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired for each row' END USING ERRCODE = 'trigger_protocol_violated';
+		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired for each row' END USING ERRCODE = '39P01';
 	END IF;
 	IF before AND ((v_type OPERATOR(pg_catalog.&) 2) OPERATOR(pg_catalog.=) 0 OR (v_type OPERATOR(pg_catalog.&) 64) OPERATOR(pg_catalog.<>) 0) THEN
-		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired before the event' END USING ERRCODE = 'trigger_protocol_violated';
+		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired before the event' END USING ERRCODE = '39P01';
 	END IF;
 	IF NOT before AND (v_type OPERATOR(pg_catalog.&) 66) OPERATOR(pg_catalog.<>) 0 THEN
-		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired after the event' END USING ERRCODE = 'trigger_protocol_violated';
+		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired after the event' END USING ERRCODE = '39P01';
 	END IF;
 	IF (v_type OPERATOR(pg_catalog.&) 40) OPERATOR(pg_catalog.<>) 0
 	   OR (update_only AND ((v_type OPERATOR(pg_catalog.&) 4) OPERATOR(pg_catalog.<>) 0 OR (v_type OPERATOR(pg_catalog.&) 16) OPERATOR(pg_catalog.=) 0)) THEN
-		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired for INSERT or UPDATE' END USING ERRCODE = 'trigger_protocol_violated';
+		RAISE EXCEPTION '%: %', fn, CASE WHEN fn OPERATOR(pg_catalog.=) 'version_guard' THEN 'must be fired BEFORE UPDATE FOR EACH ROW' ELSE 'must be fired for INSERT or UPDATE' END USING ERRCODE = '39P01';
 	END IF;
 	IF v_nargs OPERATOR(pg_catalog.<>) nargs THEN
-		RAISE EXCEPTION '%: trigger "%" must have %', fn, trigger_name, args_message USING ERRCODE = 'trigger_protocol_violated';
+		RAISE EXCEPTION '%: trigger "%" must have %', fn, trigger_name, args_message USING ERRCODE = '39P01';
 	END IF;
 	SELECT x.atttypid, x.attgenerated INTO v_typid, v_generated FROM pg_catalog.pg_attribute AS x
 	 WHERE x.attrelid OPERATOR(pg_catalog.=) relid AND x.attname OPERATOR(pg_catalog.=) column_name
