@@ -47,6 +47,9 @@ psql_cluster -c "CREATE ROLE portable_owner LOGIN" -c "CREATE DATABASE portable 
 as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -U portable_owner -d portable \
 	--single-transaction -f "$script" >/dev/null
 as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -U portable_owner -d portable <<'EOF' >/dev/null
+-- the owner runs the requests too, as its own application role (the C
+-- edition's run as a superuser, whose records are its own)
+SELECT idempotency.grant_usage('portable_owner');
 CREATE TABLE bench_charges_ext (key text PRIMARY KEY, amount int NOT NULL);
 CREATE FUNCTION bench_ext(k text, amount int) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
@@ -85,10 +88,10 @@ chown -R postgres:postgres "$dir"
 
 # run VARIANT: one pgbench run, in the variant's database; sets run_tps
 run() {
-	local db=postgres
-	[[ $1 == *_portable ]] && db=portable
+	local db=postgres user=postgres
+	[[ $1 == *_portable ]] && db=portable user=portable_owner
 	if ! as_postgres pgbench -n -M prepared -c "$clients" -j "$clients" -T "$seconds" \
-		-h "$cluster" -p "$port" -f "$dir/$1.sql" "$db" >"$dir/out" 2>&1; then
+		-h "$cluster" -p "$port" -U "$user" -f "$dir/$1.sql" "$db" >"$dir/out" 2>&1; then
 		echo "pgbench failed on $1:" >&2
 		cat "$dir/out" >&2
 		exit 1

@@ -43,6 +43,8 @@ client_packages() {
 	command -v javac >/dev/null 2>&1 || echo default-jdk-headless
 	echo python3-psycopg python3-asyncpg libpostgresql-jdbc-java pgbouncer prometheus-postgres-exporter
 	echo python3-psycopg2 python3-starlette python3-fastapi python3-django python3-uvicorn python3-httpx
+	# pg_cron, for the portable edition's schedule (test/tap/051)
+	echo postgresql-$PG_MAJOR-cron
 }
 
 # install_packages PKG...: install any that are missing, as root

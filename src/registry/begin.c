@@ -410,8 +410,15 @@ begin_pass(SqlCall *call, BeginArgs *args, BeginResult *result, bool may_write)
 		return BEGIN_ANSWERED;
 	}
 
-	if (!read_first && !begin_lock_key(call, args, may_write))
-		return BEGIN_NEEDS_WAIT;
+	/*
+	 * The key's lock held by another transaction: by a claim held in memory,
+	 * or only for a moment, by a begin that is reading the key's finished
+	 * record.  Read first then: a record answers without the lock (waiting
+	 * for it, a bounded begin would answer a replay in_progress), and its
+	 * absence takes the lock, waiting if may_write, below.
+	 */
+	if (!read_first && !begin_lock_key(call, args, false))
+		read_first = true;
 	if (!read_first && !args->in_memory && !args->defer_claim)
 	{
 		if (!may_write)

@@ -67,6 +67,7 @@ DECLARE
 	v_answered pg_catalog.bool := false;
 	v_timed_out pg_catalog.bool := false;
 	v_fence pg_catalog.int4;
+	v_found pg_catalog.bool;
 	rec idempotency.registry;
 	n pg_catalog.int8;
 BEGIN
@@ -116,26 +117,8 @@ BEGIN
 		v_lease := LEAST(idempotency.portable_after(v_now, portable_claim.lease, 'lease'), v_expires);
 	END IF;
 
-	-- the registry's lock first: a lock on the table says nothing of the
-	-- key, so waiting past the bound for it is 55P03, not in_progress
 	IF v_timeout OPERATOR(pg_catalog.>) 0 THEN
 		v_table_timeout := idempotency.portable_max_wait_ms(portable_claim.max_wait);
-		BEGIN
-			IF v_table_timeout OPERATOR(pg_catalog.>) 0 THEN
-				PERFORM pg_catalog.set_config('lock_timeout', v_table_timeout::pg_catalog.text, true);
-			END IF;
-			IF v_read_only THEN
-				LOCK TABLE idempotency.registry IN ACCESS SHARE MODE;
-			ELSE
-				LOCK TABLE idempotency.registry IN ROW EXCLUSIVE MODE;
-			END IF;
-		EXCEPTION WHEN lock_not_available THEN
-			RAISE EXCEPTION 'could not claim idempotency key "%": table "idempotency.registry" is locked', idempotency.portable_display(v_key)
-				USING ERRCODE = 'lock_not_available',
-					  DETAIL = pg_catalog.format('Another transaction holds a lock on the registry table (ALTER EXTENSION idempotency UPDATE among others); the call waited %s ms for it.', v_table_timeout),
-					  HINT = 'Retry the request.';
-		END;
-		PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
 	END IF;
 
 	-- the token first: a token row locked by a concurrent begin of the same
@@ -156,16 +139,47 @@ BEGIN
 
 	-- this very transaction holds a claim of the key: in_progress
 	IF NOT v_read_only AND NOT v_timed_out THEN
-		SELECT r.* INTO rec FROM idempotency.portable_claims AS c, idempotency.registry AS r
-		 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-		   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()
-		   AND r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
-		   AND r.owner OPERATOR(pg_catalog.=) v_owner;
-		IF FOUND THEN
+		-- (the registry is read only once the claim is known to be ours: this
+		-- transaction holds its lock then; a transaction without an id has
+		-- written nothing, so has no claim, and a replay gets none)
+		IF EXISTS (SELECT FROM idempotency.portable_claims AS c
+					WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
+					  AND c.owner OPERATOR(pg_catalog.=) v_owner
+					  AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()) THEN
+			SELECT r.* INTO rec FROM idempotency.registry AS r
+			 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
+			   AND r.owner OPERATOR(pg_catalog.=) v_owner;
 			PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
 													   portable_claim.request IS NULL);
 			outcome := 'in_progress';
 			v_answered := true;
+		END IF;
+	END IF;
+
+	-- read first, in no subtransaction: a finished record replays, writing
+	-- nothing and waiting for no row (a claim in progress may be finishing:
+	-- the write below waits for it); the read waits for a lock on the table
+	-- only as long as max_wait lets it, then fails with PostgreSQL's 55P03
+	IF NOT v_answered AND NOT v_timed_out THEN
+		IF v_table_timeout OPERATOR(pg_catalog.>) 0 THEN
+			PERFORM pg_catalog.set_config('lock_timeout', v_table_timeout::pg_catalog.text, true);
+		END IF;
+		SELECT * INTO rec FROM idempotency.registry AS r
+		 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
+		   AND r.owner OPERATOR(pg_catalog.=) v_owner;
+		v_found := FOUND;
+		IF v_table_timeout OPERATOR(pg_catalog.>) 0 THEN
+			PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
+		END IF;
+		v_now := pg_catalog.clock_timestamp();
+		IF v_found AND rec.expires_at OPERATOR(pg_catalog.>) v_now AND rec.status OPERATOR(pg_catalog.<>) 'abandoned' THEN
+			PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
+													   portable_claim.request IS NULL);
+			IF rec.status OPERATOR(pg_catalog.<>) 'processing' THEN
+				outcome := 'replay';
+				rec.lease_until := NULL;
+				v_answered := true;
+			END IF;
 		END IF;
 	END IF;
 
@@ -267,6 +281,16 @@ BEGIN
 			IF v_timeout OPERATOR(pg_catalog.=) 0 THEN
 				RAISE;
 			END IF;
+			-- a lock on the table says nothing of the key: 55P03, not
+			-- in_progress, which would say that a request holds it
+			BEGIN
+				LOCK TABLE idempotency.registry IN ROW EXCLUSIVE MODE NOWAIT;
+			EXCEPTION WHEN lock_not_available THEN
+				RAISE EXCEPTION 'could not claim idempotency key "%": table "idempotency.registry" is locked', idempotency.portable_display(v_key)
+					USING ERRCODE = 'lock_not_available',
+						  DETAIL = pg_catalog.format('Another transaction holds a lock on the registry table (ALTER EXTENSION idempotency UPDATE among others); the call waited %s ms for it.', v_timeout),
+						  HINT = 'Retry the request.';
+			END;
 			v_timed_out := true;
 		END;
 		PERFORM pg_catalog.set_config('lock_timeout', v_caller_timeout, true);
@@ -368,7 +392,6 @@ COMMENT ON FUNCTION idempotency.portable_idempotent_begin IS
 CREATE FUNCTION idempotency.portable_max_wait_ms(max_wait pg_catalog.interval)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	ms pg_catalog.int8;
@@ -405,7 +428,6 @@ CREATE FUNCTION idempotency.portable_check_request(v_key pg_catalog.text, v_scop
 												   no_request pg_catalog.bool)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF stored IS NULL OR (NOT no_request AND stored OPERATOR(pg_catalog.=) fingerprint) THEN

@@ -1,8 +1,16 @@
+/*
+ * The argument checks the bodies share.  These and the other small helpers
+ * a claim calls (portable_fence, portable_fingerprint, portable_key_check,
+ * portable_max_wait_ms, portable_check_request) are neither SECURITY
+ * DEFINER nor given a search_path of their own: every name in them is
+ * qualified, they reach no table, and a function with a SET clause costs a
+ * change of search_path, and a check of every cached plan against it, on
+ * every call; called from a body, they run with its pg_catalog, pg_temp.
+ */
 /* a scope argument, checked as IdempotencyScopeArg checks it */
 CREATE FUNCTION idempotency.portable_scope(scope pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF scope IS NULL THEN
@@ -22,7 +30,6 @@ COMMENT ON FUNCTION idempotency.portable_scope(pg_catalog.text) IS
 CREATE FUNCTION idempotency.portable_text_arg(value pg_catalog.text, name pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF value IS NULL THEN
@@ -42,7 +49,6 @@ COMMENT ON FUNCTION idempotency.portable_text_arg(pg_catalog.text, pg_catalog.te
 CREATE FUNCTION idempotency.portable_after(now pg_catalog.timestamptz, span pg_catalog.interval, name pg_catalog.text)
 RETURNS pg_catalog.timestamptz
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF span IS NULL THEN
@@ -62,7 +68,6 @@ COMMENT ON FUNCTION idempotency.portable_after(pg_catalog.timestamptz, pg_catalo
 CREATE FUNCTION idempotency.portable_key_arg(value pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF value IS NULL THEN
@@ -113,7 +118,6 @@ CREATE FUNCTION idempotency.portable_setting(name pg_catalog.text, base_unit pg_
 											 max_value pg_catalog.int8)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	v pg_catalog.text := pg_catalog.btrim(COALESCE(pg_catalog.current_setting(name, true), ''));

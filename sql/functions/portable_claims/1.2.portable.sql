@@ -83,8 +83,12 @@ CREATE CONSTRAINT TRIGGER portable_commit_rule
  */
 CREATE FUNCTION idempotency.portable_fence()
 RETURNS pg_catalog.int4
-LANGUAGE sql VOLATILE PARALLEL SAFE
-RETURN pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) 946684800)::pg_catalog.int4;
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+AS $$
+BEGIN
+	RETURN pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) 946684800)::pg_catalog.int4;
+END
+$$;
 
 COMMENT ON FUNCTION idempotency.portable_fence() IS
 'the fencing token a claim made now starts from: whole seconds since 2000-01-01';
@@ -265,7 +269,7 @@ BEGIN
 	END IF;
 	SELECT c.attempt, c.kind INTO attempt, kind FROM idempotency.portable_claims AS c
 	 WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
-	   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
+	   AND c.owner OPERATOR(pg_catalog.=) v_owner AND c.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned();
 	IF attempt IS NULL THEN
 		RETURN;
 	END IF;

@@ -11,7 +11,6 @@
 CREATE FUNCTION idempotency.portable_canonical(value pg_catalog.jsonb, top pg_catalog.bool)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	kind pg_catalog.text := pg_catalog.jsonb_typeof(value);
@@ -43,14 +42,20 @@ $$;
 COMMENT ON FUNCTION idempotency.portable_canonical(pg_catalog.jsonb, pg_catalog.bool) IS
 'a request''s canonical form, as the C edition hashes it';
 
+/*
+ * PL/pgSQL rather than SQL, here and in the other helpers a claim calls:
+ * a PL/pgSQL function keeps its plans for the session, where a SQL one
+ * called from PL/pgSQL is planned again in every transaction.
+ */
 CREATE FUNCTION idempotency.portable_fingerprint(request pg_catalog.jsonb)
 RETURNS pg_catalog.bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
-SELECT '\x02'::pg_catalog.bytea OPERATOR(pg_catalog.||)
-	   pg_catalog.sha256(pg_catalog.convert_to(idempotency.portable_canonical(request, true),
-											   pg_catalog.current_setting('server_encoding')))
+BEGIN
+	RETURN '\x02'::pg_catalog.bytea OPERATOR(pg_catalog.||)
+		   pg_catalog.sha256(pg_catalog.convert_to(idempotency.portable_canonical(request, true),
+												   pg_catalog.current_setting('server_encoding')));
+END
 $$;
 
 COMMENT ON FUNCTION idempotency.portable_fingerprint(pg_catalog.jsonb) IS

@@ -98,7 +98,6 @@ COMMENT ON FUNCTION idempotency.portable_display(pg_catalog.text) IS
 CREATE FUNCTION idempotency.portable_key_check(pg_catalog.text)
 RETURNS pg_catalog.bool
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	k pg_catalog.text := $1;
