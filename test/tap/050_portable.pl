@@ -216,7 +216,7 @@ my $refused = q{
 };
 my $in_session = 'the portable edition of idempotency cannot work for role "app1" in a session of role "lnone"';
 for my $call ('SELECT public.as_app1()', 'SELECT public.token_as_app1()',
-	q{SELECT idempotency.portable_owner('app1', NULL)},
+	q{SELECT idempotency.portable_owner_name('app1')},
 	q{SELECT idempotency.portable_issue_token('app1', '', '1 hour')},
 	q{SELECT * FROM idempotency.portable_lookup('app1', 'lk1', '', NULL)})
 {

@@ -4,7 +4,7 @@
 # that never loads the C library, with pg_cron.  Once pg_cron has run the
 # job (its schedule is by the minute: up to a minute and a half), the
 # expired records, inbox entries and tokens are gone, and the live ones
-# are not.
+# are not; and cleanup() keeps to the worker's rate cap.
 #
 # Debian's postgresql-NN-cron provides pg_cron (test/lib.sh installs it on
 # this machine's major); without it the test is skipped.
@@ -86,6 +86,50 @@ is($node->safe_psql('app', q{
 		|| (SELECT string_agg(message_id, ',') FROM idempotency.inbox) || ' '
 		|| (SELECT count(*) FROM idempotency.tokens)}), 'live live 0',
 	'the expired records, inbox entries and tokens are gone, the live ones stay');
+
+# the background worker's cap, which a scheduler's call (no batch size)
+# keeps to: no more rows per second than it allows since the last call that
+# ran; a call that names its batch size is uncapped
+$node->safe_psql('app', q{SELECT cron.unschedule('idempotency-cleanup')}, extra_params => [ '-U', 'owner' ]);
+sub expire_200
+{
+	$node->safe_psql('app', q{
+		SELECT count(*) FROM (SELECT idempotency.idempotent_begin('cap-' || g, external => true)
+								FROM generate_series(1, 200) AS g) AS claimed;
+	}, extra_params => [ '-U', 'app1' ]);
+	$node->safe_psql('app', q{
+		UPDATE idempotency.registry SET expires_at = now() - interval '1 minute', attempt = attempt - 10
+		 WHERE key LIKE 'cap-%';
+	}, extra_params => [ '-U', 'owner' ]);
+}
+expire_200();
+is($node->safe_psql('app', q{
+	SET idempotency.cleanup_max_rows_per_second = 10;
+	UPDATE idempotency.portable_cleanup SET last_run = clock_timestamp() - interval '3 seconds';
+	SELECT idempotency.cleanup() BETWEEN 30 AND 39, idempotency.cleanup();
+	SELECT count(*) BETWEEN 161 AND 170 FROM idempotency.registry WHERE key LIKE 'cap-%';
+}, extra_params => [ '-U', 'owner' ]), "t|0\nt",
+	'cleanup() deletes as many rows as cleanup_max_rows_per_second allows since the last call, then none');
+is($node->safe_psql('app', q{
+	SET idempotency.cleanup_max_rows_per_second = 10;
+	SELECT idempotency.cleanup(1000) >= 161;
+	SELECT count(*) FROM idempotency.registry WHERE key LIKE 'cap-%';
+}, extra_params => [ '-U', 'owner' ]), "t\n0", 'a call that names its batch size is uncapped');
+expire_200();
+is($node->safe_psql('app', q{
+	SET idempotency.cleanup_max_rows_per_second = 0;
+	SELECT idempotency.cleanup() >= 200, idempotency.cleanup() = 0;
+}, extra_params => [ '-U', 'owner' ]), "t|t", 'cleanup_max_rows_per_second = 0: no cap');
+# a scheduler's call while another one runs does nothing
+my $holder = $node->background_psql('app', extra_params => [ '-U', 'owner' ]);
+$holder->query_safe('BEGIN; SELECT * FROM idempotency.portable_cleanup FOR UPDATE;');
+expire_200();
+is($node->safe_psql('app', q{SET idempotency.cleanup_max_rows_per_second = 0; SELECT idempotency.cleanup()},
+	extra_params => [ '-U', 'owner' ]), '0', 'a call while another one runs returns 0 at once');
+$holder->query_safe('COMMIT');
+$holder->quit;
+is($node->safe_psql('app', q{SET idempotency.cleanup_max_rows_per_second = 0; SELECT idempotency.cleanup()},
+	extra_params => [ '-U', 'owner' ]), '200', 'and the next call deletes them');
 
 $node->stop;
 done_testing();

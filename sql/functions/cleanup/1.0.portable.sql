@@ -5,7 +5,13 @@
  * first, SKIP LOCKED past what a live transaction holds.  Without a
  * background worker, this is how the portable edition expires anything: an
  * application or a scheduler calls it (pg_cron: doc/portable.md), and how
- * often bounds the rate.  As sweep.c does, the registry is swept in heap
+ * often bounds the rate, and so does idempotency.cleanup_max_rows_per_second
+ * (the C edition's worker's cap, default 10000, 0 for none): a call without
+ * a batch_size, as a scheduler makes it, deletes at most that many rows per
+ * second since the last call that ran, and returns 0 while another call
+ * runs, so that a scheduler that calls it often, or several, spread a
+ * backlog's deletes as the worker does; a call that names its batch_size
+ * is an administrator's, uncapped as the C edition's is.  As sweep.c does, the registry is swept in heap
  * order from where the last call stopped (kept in portable_cleanup), a
  * Tid Range Scan of 1024 blocks at a time, instead of through an index on
  * expires_at that every claim would have to maintain; and a record whose
@@ -15,11 +21,12 @@
  * PUBLIC.
  */
 CREATE TABLE idempotency.portable_cleanup (
-	next_block	pg_catalog.int8 NOT NULL
+	next_block	pg_catalog.int8 NOT NULL,
+	last_run	pg_catalog.timestamptz
 );
 
 COMMENT ON TABLE idempotency.portable_cleanup IS
-'where the last cleanup() stopped its sweep of the registry';
+'where the last cleanup() stopped its sweep of the registry, and when it ran';
 
 REVOKE ALL ON TABLE idempotency.portable_cleanup FROM PUBLIC;
 INSERT INTO idempotency.portable_cleanup (next_block) VALUES (0);
@@ -32,6 +39,8 @@ AS $$
 DECLARE
 	v_batch pg_catalog.int8 := COALESCE(cleanup.batch_size,
 										idempotency.portable_setting('idempotency.cleanup_batch_size', '', 10000, 1, 1000000));
+	v_rate pg_catalog.int8 := idempotency.portable_setting('idempotency.cleanup_max_rows_per_second', '', 10000, 0, 2147483647);
+	v_last_run pg_catalog.timestamptz;
 	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
 	v_fence pg_catalog.int4 := idempotency.portable_fence() OPERATOR(pg_catalog.-) 1;
 	v_blocks pg_catalog.int8;
@@ -47,7 +56,24 @@ BEGIN
 	END IF;
 	v_blocks := pg_catalog.pg_relation_size('idempotency.registry'::pg_catalog.regclass)
 				OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8;
-	SELECT c.next_block INTO v_pos FROM idempotency.portable_cleanup AS c;
+	-- one call at a time: another one running has this row
+	IF cleanup.batch_size IS NOT NULL THEN
+		SELECT c.next_block INTO v_pos FROM idempotency.portable_cleanup AS c FOR UPDATE;
+	ELSE
+		SELECT c.next_block, c.last_run INTO v_pos, v_last_run FROM idempotency.portable_cleanup AS c
+		   FOR UPDATE SKIP LOCKED;
+		IF NOT FOUND THEN
+			RETURN 0;
+		END IF;
+	END IF;
+	IF v_rate OPERATOR(pg_catalog.>) 0 AND v_last_run IS NOT NULL THEN
+		v_batch := LEAST(v_batch, pg_catalog.floor(GREATEST(pg_catalog.date_part('epoch', v_now OPERATOR(pg_catalog.-) v_last_run), 0)
+													OPERATOR(pg_catalog.*) v_rate)::pg_catalog.int8);
+		IF v_batch OPERATOR(pg_catalog.<) 1 THEN
+			-- too soon: the time until the next call counts from the last one that ran
+			RETURN 0;
+		END IF;
+	END IF;
 	IF v_pos IS NULL OR v_pos OPERATOR(pg_catalog.>=) v_blocks THEN
 		v_pos := 0;
 	END IF;
@@ -72,7 +98,7 @@ BEGIN
 			v_pos := CASE WHEN v_to OPERATOR(pg_catalog.>=) v_blocks THEN 0 ELSE v_to END;
 		END IF;
 	END LOOP;
-	UPDATE idempotency.portable_cleanup SET next_block = v_pos;
+	UPDATE idempotency.portable_cleanup SET next_block = v_pos, last_run = v_now;
 
 	-- claims' rows of transactions that ended with them open (external
 	-- claims committed, prepared transactions resolved): nobody's now

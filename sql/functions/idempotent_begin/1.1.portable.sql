@@ -14,12 +14,12 @@
  * block whose lock waits time out: in_progress.  The claim is remembered
  * in portable_claims for its finish and for the commit rule.
  *
- * The claim itself is portable_claim, for a caller of the API function api
- * (portable_owner); idempotent_begin and idempotent_call (kind call) run it
- * through their SECURITY DEFINER bodies, so it is revoked from PUBLIC.
+ * The body of idempotent_begin, for its caller (portable_owner), and of
+ * idempotent_call's claim (for_call: kind call, the caller checked against
+ * that function's grant instead): one body, not a body calling the claim,
+ * because each call between them costs a claim a statement.
  */
-CREATE FUNCTION idempotency.portable_claim(caller pg_catalog.name,
-										   api pg_catalog.regprocedure,
+CREATE FUNCTION idempotency.portable_idempotent_begin(caller pg_catalog.name,
 										   for_call pg_catalog.bool,
 										   key pg_catalog.text,
 										   scope pg_catalog.text,
@@ -46,12 +46,12 @@ CREATE FUNCTION idempotency.portable_claim(caller pg_catalog.name,
 										   OUT recovery_point pg_catalog.text,
 										   OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_key pg_catalog.text := idempotency.portable_key_arg(portable_claim.key);
-	v_scope pg_catalog.text := idempotency.portable_scope(portable_claim.scope);
+	v_key pg_catalog.text := idempotency.portable_key_arg(portable_idempotent_begin.key);
+	v_scope pg_catalog.text := idempotency.portable_scope(portable_idempotent_begin.scope);
 	v_fingerprint pg_catalog.bytea;
 	v_owner pg_catalog.text;
 	v_now pg_catalog.timestamptz;
@@ -71,59 +71,65 @@ DECLARE
 	rec idempotency.registry;
 	n pg_catalog.int8;
 BEGIN
-	IF portable_claim.request IS NOT NULL THEN
-		v_fingerprint := idempotency.portable_fingerprint(portable_claim.request);
+	IF portable_idempotent_begin.request IS NOT NULL THEN
+		v_fingerprint := idempotency.portable_fingerprint(portable_idempotent_begin.request);
 	END IF;
-	IF portable_claim.ttl IS NULL THEN
+	IF portable_idempotent_begin.ttl IS NULL THEN
 		RAISE EXCEPTION 'ttl must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_claim.wait IS NULL THEN
+	IF portable_idempotent_begin.wait IS NULL THEN
 		RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_claim.require_token IS NULL THEN
+	IF portable_idempotent_begin.require_token IS NULL THEN
 		RAISE EXCEPTION 'require_token must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 
 	-- how long to wait for another transaction's claim, in ms (0: as long
 	-- as it takes), as begin_lock_timeout
-	v_timeout := CASE WHEN portable_claim.wait
-					  THEN idempotency.portable_max_wait_ms(portable_claim.max_wait) ELSE 1 END;
+	v_timeout := CASE WHEN portable_idempotent_begin.wait
+					  THEN idempotency.portable_max_wait_ms(portable_idempotent_begin.max_wait) ELSE 1 END;
 
-	IF portable_claim.defer_claim IS NULL THEN
+	IF portable_idempotent_begin.defer_claim IS NULL THEN
 		RAISE EXCEPTION 'defer_claim must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_claim.external IS NULL THEN
+	IF portable_idempotent_begin.external IS NULL THEN
 		RAISE EXCEPTION 'external must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF portable_claim.defer_claim AND portable_claim.external THEN
+	IF portable_idempotent_begin.defer_claim AND portable_idempotent_begin.external THEN
 		RAISE EXCEPTION 'defer_claim and external cannot both be true'
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'A deferred claim is written by its finish in the transaction that took it, so it cannot serve work outside the database.';
 	END IF;
 	-- 1.0's rule, kept by idempotency.commit_rule while clients written for
 	-- 1.0 move: a written claim may commit unfinished, its lease bounding it
-	v_kind := CASE WHEN portable_claim.for_call THEN 'call' WHEN portable_claim.defer_claim THEN 'deferred'
-				   WHEN portable_claim.external THEN 'external'
+	v_kind := CASE WHEN portable_idempotent_begin.for_call THEN 'call' WHEN portable_idempotent_begin.defer_claim THEN 'deferred'
+				   WHEN portable_idempotent_begin.external THEN 'external'
 				   WHEN pg_catalog.current_setting('idempotency.commit_rule', true) OPERATOR(pg_catalog.=) 'lease_is_external'
 				   THEN 'external' ELSE 'transactional' END;
 
-	v_owner := idempotency.portable_owner(caller, api);
+	v_owner := idempotency.portable_owner(caller,
+		CASE WHEN portable_idempotent_begin.for_call
+			 THEN 'idempotency.idempotent_call(pg_catalog.text, pg_catalog.regprocedure, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.interval)'::pg_catalog.regprocedure
+			 ELSE 'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure END);
 	v_now := pg_catalog.clock_timestamp();
-	v_expires := idempotency.portable_after(v_now, portable_claim.ttl, 'ttl');
-	IF portable_claim.lease IS NULL THEN
+	v_expires := idempotency.portable_after(v_now, portable_idempotent_begin.ttl, 'ttl');
+	IF portable_idempotent_begin.lease IS NULL THEN
 		v_lease := LEAST(v_expires, v_now OPERATOR(pg_catalog.+) pg_catalog.interval '5 minutes');
 	ELSE
 		-- a lease longer than ttl ends with the record
-		v_lease := LEAST(idempotency.portable_after(v_now, portable_claim.lease, 'lease'), v_expires);
+		v_lease := LEAST(idempotency.portable_after(v_now, portable_idempotent_begin.lease, 'lease'), v_expires);
 	END IF;
 
+	-- a lock on the table is waited for as long as max_wait allows, with
+	-- wait => false too (computed once: it reads two settings)
 	IF v_timeout OPERATOR(pg_catalog.>) 0 THEN
-		v_table_timeout := idempotency.portable_max_wait_ms(portable_claim.max_wait);
+		v_table_timeout := CASE WHEN portable_idempotent_begin.wait THEN v_timeout
+								ELSE idempotency.portable_max_wait_ms(portable_idempotent_begin.max_wait) END;
 	END IF;
 
 	-- the token first: a token row locked by a concurrent begin of the same
 	-- key is a duplicate in progress like any other
-	IF portable_claim.require_token THEN
+	IF portable_idempotent_begin.require_token THEN
 		IF v_timeout OPERATOR(pg_catalog.>) 0 THEN
 			BEGIN
 				PERFORM pg_catalog.set_config('lock_timeout', v_timeout::pg_catalog.text, true);
@@ -137,11 +143,11 @@ BEGIN
 		END IF;
 	END IF;
 
-	-- this very transaction holds a claim of the key: in_progress
-	IF NOT v_read_only AND NOT v_timed_out THEN
+	-- this very transaction holds a claim of the key: in_progress (one
+	-- without a transaction id has written nothing, so has no claim)
+	IF NOT v_read_only AND NOT v_timed_out AND pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
 		-- (the registry is read only once the claim is known to be ours: this
-		-- transaction holds its lock then; a transaction without an id has
-		-- written nothing, so has no claim, and a replay gets none)
+		-- transaction holds its lock then; a replay gets no transaction id)
 		IF EXISTS (SELECT FROM idempotency.portable_claims AS c
 					WHERE c.key OPERATOR(pg_catalog.=) v_key AND c.scope OPERATOR(pg_catalog.=) v_scope
 					  AND c.owner OPERATOR(pg_catalog.=) v_owner
@@ -150,7 +156,7 @@ BEGIN
 			 WHERE r.key OPERATOR(pg_catalog.=) v_key AND r.scope OPERATOR(pg_catalog.=) v_scope
 			   AND r.owner OPERATOR(pg_catalog.=) v_owner;
 			PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
-													   portable_claim.request IS NULL);
+													   portable_idempotent_begin.request IS NULL);
 			outcome := 'in_progress';
 			v_answered := true;
 		END IF;
@@ -174,7 +180,7 @@ BEGIN
 		v_now := pg_catalog.clock_timestamp();
 		IF v_found AND rec.expires_at OPERATOR(pg_catalog.>) v_now AND rec.status OPERATOR(pg_catalog.<>) 'abandoned' THEN
 			PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
-													   portable_claim.request IS NULL);
+													   portable_idempotent_begin.request IS NULL);
 			IF rec.status OPERATOR(pg_catalog.<>) 'processing' THEN
 				outcome := 'replay';
 				rec.lease_until := NULL;
@@ -242,7 +248,7 @@ BEGIN
 					END IF;
 				ELSE
 					PERFORM idempotency.portable_check_request(v_key, v_scope, v_fingerprint, rec.fingerprint,
-															   portable_claim.request IS NULL);
+															   portable_idempotent_begin.request IS NULL);
 					IF rec.status OPERATOR(pg_catalog.<>) 'processing' THEN
 						outcome := 'replay';
 						rec.lease_until := NULL;
@@ -334,54 +340,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION idempotency.portable_claim IS
-'a claim of a key for a caller of the API, as idempotent_begin answers it';
-
-REVOKE ALL ON FUNCTION idempotency.portable_claim FROM PUBLIC;
-
-CREATE FUNCTION idempotency.portable_idempotent_begin(caller pg_catalog.name,
-													  key pg_catalog.text,
-													  scope pg_catalog.text,
-													  request pg_catalog.jsonb,
-													  ttl pg_catalog.interval,
-													  lease pg_catalog.interval,
-													  wait pg_catalog.bool,
-													  require_token pg_catalog.bool,
-													  max_wait pg_catalog.interval,
-													  defer_claim pg_catalog.bool,
-													  external pg_catalog.bool,
-													  OUT outcome pg_catalog.text,
-													  OUT status pg_catalog.text,
-													  OUT response pg_catalog.jsonb,
-													  OUT attempt pg_catalog.int4,
-													  OUT expires_at pg_catalog.timestamptz,
-													  OUT lease_until pg_catalog.timestamptz,
-													  OUT status_code pg_catalog.int4,
-													  OUT body pg_catalog.bytea,
-													  OUT headers pg_catalog.jsonb,
-													  OUT previous_attempt pg_catalog.int4,
-													  OUT previous_end pg_catalog.text,
-													  OUT retry_after pg_catalog.int4,
-													  OUT recovery_point pg_catalog.text,
-													  OUT recovery_state pg_catalog.jsonb)
-RETURNS pg_catalog.record
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	SELECT * INTO outcome, status, response, attempt, expires_at, lease_until, status_code, body, headers,
-				  previous_attempt, previous_end, retry_after, recovery_point, recovery_state
-	  FROM idempotency.portable_claim(caller, 'idempotency.idempotent_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool, pg_catalog.interval, pg_catalog.bool, pg_catalog.bool)',
-									  false, portable_idempotent_begin.key, portable_idempotent_begin.scope,
-									  portable_idempotent_begin.request, portable_idempotent_begin.ttl,
-									  portable_idempotent_begin.lease, portable_idempotent_begin.wait,
-									  portable_idempotent_begin.require_token, portable_idempotent_begin.max_wait,
-									  portable_idempotent_begin.defer_claim, portable_idempotent_begin.external);
-END
-$$;
-
 COMMENT ON FUNCTION idempotency.portable_idempotent_begin IS
-'idempotent_begin() for a caller, checked against the session';
+'idempotent_begin() for a caller, checked against the session (and idempotent_call()''s claim)';
 
 /*
  * How long a begin with wait => true waits for another transaction's hold,
@@ -395,8 +355,9 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
 	ms pg_catalog.int8;
-	lt pg_catalog.int8 := (pg_catalog.date_part('epoch', pg_catalog.current_setting('lock_timeout')::pg_catalog.interval)
-						   OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
+	lts pg_catalog.text := pg_catalog.current_setting('lock_timeout');
+	lt pg_catalog.int8 := CASE WHEN lts OPERATOR(pg_catalog.=) '0' THEN 0
+						  ELSE (pg_catalog.date_part('epoch', lts::pg_catalog.interval) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 END;
 BEGIN
 	IF max_wait IS NOT NULL THEN
 		ms := pg_catalog.trunc(pg_catalog.date_part('epoch', max_wait) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
@@ -507,11 +468,18 @@ CREATE FUNCTION idempotency.idempotent_begin(key pg_catalog.text,
 											 OUT recovery_point pg_catalog.text,
 											 OUT recovery_state pg_catalog.jsonb)
 RETURNS pg_catalog.record
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
-BEGIN ATOMIC
-	SELECT * FROM idempotency.portable_idempotent_begin(CURRENT_USER, key, scope, request, ttl, lease, wait,
-														require_token, max_wait, defer_claim, external);
-END;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+	-- PL/pgSQL, not SQL: a SQL function that returns a record is planned
+	-- again in every transaction that calls it (no search_path of its own
+	-- either: it runs as its caller, and names only qualified objects)
+	SELECT * INTO outcome, status, response, attempt, expires_at, lease_until, status_code, body, headers,
+				  previous_attempt, previous_end, retry_after, recovery_point, recovery_state
+	  FROM idempotency.portable_idempotent_begin(CURRENT_USER, false, key, scope, request, ttl, lease, wait,
+												 require_token, max_wait, defer_claim, external);
+END
+$$;
 
 COMMENT ON FUNCTION idempotency.idempotent_begin IS
 'claim an idempotency key: outcome execute, replay or in_progress';

@@ -26,8 +26,7 @@ AS $$
 BEGIN
 	SELECT c.outcome, c.status, c.response, c.attempt, c.retry_after
 	  INTO outcome, status, response, attempt, retry_after
-	  FROM idempotency.portable_claim(caller, 'idempotency.idempotent_call(pg_catalog.text, pg_catalog.regprocedure, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.interval)',
-									  true, portable_call_begin.key, portable_call_begin.scope, portable_call_begin.request,
+	  FROM idempotency.portable_idempotent_begin(caller, true, portable_call_begin.key, portable_call_begin.scope, portable_call_begin.request,
 									  portable_call_begin.ttl, NULL, true, false, portable_call_begin.max_wait, false, false) AS c;
 END
 $$;

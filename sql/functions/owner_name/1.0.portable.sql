@@ -17,11 +17,14 @@
  * where the C edition works on that owner's records (doc/portable.md).  With
  * api, the caller must also hold EXECUTE on that function of the API, as
  * it must to call it: a body is no way around a grant revoked.
+ *
+ * Only the bodies call it, with their owner's rights and search_path, so it
+ * has neither of its own (each costs every call of the API); owner_name()
+ * asks it through a body of its own.
  */
 CREATE FUNCTION idempotency.portable_owner(caller pg_catalog.name, api pg_catalog.regprocedure)
 RETURNS pg_catalog.text
-LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
 	session_role pg_catalog.name := COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user);
@@ -42,11 +45,10 @@ BEGIN
 			(SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) api)
 			USING ERRCODE = 'insufficient_privilege';
 	END IF;
-	IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
-		RETURN caller;
-	END IF;
+	-- an application role or a superuser: its own name (one statement)
 	IF EXISTS (SELECT FROM idempotency.application_roles AS a
-				WHERE a.role_name OPERATOR(pg_catalog.=) caller::pg_catalog.text) THEN
+				WHERE a.role_name OPERATOR(pg_catalog.=) caller::pg_catalog.text)
+	   OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
 		RETURN caller;
 	END IF;
 	FOR app IN
@@ -91,10 +93,25 @@ $$;
 COMMENT ON FUNCTION idempotency.portable_owner(pg_catalog.name, pg_catalog.regprocedure) IS
 'the role name a caller''s records are stored under, the caller checked against the session';
 
+REVOKE ALL ON FUNCTION idempotency.portable_owner(pg_catalog.name, pg_catalog.regprocedure) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.portable_owner_name(caller pg_catalog.name)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	RETURN idempotency.portable_owner(caller, NULL);
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_owner_name(pg_catalog.name) IS
+'owner_name() for a caller, checked against the session';
+
 CREATE FUNCTION idempotency.owner_name()
 RETURNS pg_catalog.text
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN idempotency.portable_owner(CURRENT_USER, NULL);
+RETURN idempotency.portable_owner_name(CURRENT_USER);
 
 COMMENT ON FUNCTION idempotency.owner_name() IS
 'the role name the caller''s records are stored under: the application role grant_usage was given to';

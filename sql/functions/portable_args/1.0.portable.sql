@@ -121,22 +121,28 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
 	v pg_catalog.text := pg_catalog.btrim(COALESCE(pg_catalog.current_setting(name, true), ''));
-	m pg_catalog.text[];
+	number pg_catalog.text;
+	unit pg_catalog.text;
 	factor pg_catalog.numeric;
 	result pg_catalog.numeric;
 BEGIN
 	IF v OPERATOR(pg_catalog.=) '' THEN
 		RETURN default_value;
 	END IF;
-	m := pg_catalog.regexp_match(v, '^(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)$');
-	factor := CASE WHEN m IS NULL THEN NULL
-				   WHEN m[2] OPERATOR(pg_catalog.=) '' THEN 1
+	-- the number and its unit split by trimming, and the number checked by
+	-- a pattern without groups: regexp_match's groups cost a claim more
+	-- than the rest of reading the setting
+	number := pg_catalog.rtrim(v, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz');
+	unit := pg_catalog.substr(v, pg_catalog.length(number) OPERATOR(pg_catalog.+) 1);
+	number := pg_catalog.rtrim(number, E' \t\n\r\f\v');
+	factor := CASE WHEN number OPERATOR(pg_catalog.!~) '^-?[0-9]+(\.[0-9]+)?$' THEN NULL
+				   WHEN unit OPERATOR(pg_catalog.=) '' THEN 1
 				   WHEN base_unit OPERATOR(pg_catalog.=) '' THEN NULL
 				   WHEN base_unit OPERATOR(pg_catalog.=) 'kB' THEN
-					   CASE m[2] WHEN 'B' THEN 1.0 / 1024 WHEN 'kB' THEN 1 WHEN 'MB' THEN 1024
+					   CASE unit WHEN 'B' THEN 1.0 / 1024 WHEN 'kB' THEN 1 WHEN 'MB' THEN 1024
 								 WHEN 'GB' THEN 1024 * 1024 WHEN 'TB' THEN 1024 * 1024 * 1024 END
 				   ELSE
-					   CASE m[2] WHEN 'us' THEN 0.001 WHEN 'ms' THEN 1 WHEN 's' THEN 1000 WHEN 'min' THEN 60000
+					   CASE unit WHEN 'us' THEN 0.001 WHEN 'ms' THEN 1 WHEN 's' THEN 1000 WHEN 'min' THEN 60000
 								 WHEN 'h' THEN 3600000 WHEN 'd' THEN 86400000 END END;
 	IF factor IS NULL THEN
 		RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, v
@@ -145,7 +151,7 @@ BEGIN
 						 WHEN 'ms' THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".'
 						 ELSE 'It takes an integer.' END;
 	END IF;
-	result := pg_catalog.round(m[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) factor);
+	result := pg_catalog.round(number::pg_catalog.numeric OPERATOR(pg_catalog.*) factor);
 	IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
 		RAISE EXCEPTION '% is outside the valid range for parameter "%" (% .. %)',
 			result::pg_catalog.text OPERATOR(pg_catalog.||) CASE WHEN base_unit OPERATOR(pg_catalog.=) '' THEN ''

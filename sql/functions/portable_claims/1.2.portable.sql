@@ -94,13 +94,18 @@ COMMENT ON FUNCTION idempotency.portable_fence() IS
 'the fencing token a claim made now starts from: whole seconds since 2000-01-01';
 
 /*
+ * The helpers below, like those in portable_args, run inside the bodies,
+ * with their search_path: none sets one of its own (a SET clause costs
+ * every call a change of search_path).
+ */
+
+/*
  * A value of a header, checked as http_headers.c's http_headers_value:
  * a string holding no control character but tab.
  */
 CREATE FUNCTION idempotency.portable_header_value(name pg_catalog.text, value pg_catalog.jsonb, ordinal pg_catalog.int4)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	s pg_catalog.text;
@@ -141,7 +146,6 @@ COMMENT ON FUNCTION idempotency.portable_header_value(pg_catalog.text, pg_catalo
 CREATE FUNCTION idempotency.portable_header_name(value pg_catalog.jsonb)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	name pg_catalog.text := value OPERATOR(pg_catalog.#>>) '{}';
@@ -177,7 +181,6 @@ COMMENT ON FUNCTION idempotency.portable_header_name(pg_catalog.jsonb) IS
 CREATE FUNCTION idempotency.portable_headers_check(headers pg_catalog.jsonb)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	name pg_catalog.text;
@@ -261,7 +264,6 @@ CREATE FUNCTION idempotency.portable_own_attempt(v_owner pg_catalog.text,
 												 OUT kind pg_catalog.text)
 RETURNS record
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
@@ -323,7 +325,6 @@ CREATE FUNCTION idempotency.portable_explain_miss(v_owner pg_catalog.text,
 												  doing pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
@@ -429,7 +430,6 @@ CREATE FUNCTION idempotency.portable_end_claim(v_owner pg_catalog.text,
 											   call_only pg_catalog.bool DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	v_now pg_catalog.timestamptz := pg_catalog.clock_timestamp();
