@@ -70,7 +70,7 @@ BEGIN
 	RETURN result;
 END $$;
 SELECT count(*) FROM (SELECT bench_ext('r' || g, 1) FROM generate_series(1, 100000) AS g) AS loaded;
-ANALYZE;
+ANALYZE bench_charges_ext, idempotency.registry;
 EOF
 
 dir="$cluster/bench"
