@@ -15,13 +15,20 @@
 # its list runs against the portable server and must give the spec's own
 # expected output (isolationtester prints no context lines), or
 # test/isolation/portable/NAME.out where that documents a difference.
+# Each pgTAP file of test/pgtap (privileges, errors, schema) runs against
+# both too, in a database "pgtap" of its own on each server (the portable
+# one's installed by its owner, as the other) with pgTAP created in it,
+# and the two outputs must be the same but for test/pgtap/portable/NAME.diff,
+# as for pg_regress; where pgTAP is not installed they are reported skipped.
+# Every test runs as the bootstrap superuser, as in the C edition's suites
+# (the pgTAP files create roles and SET ROLE to them).
 #
 # Run from a built tree (make, make portable), as a user that may run
 # initdb: bash test/portable_check.sh [TEST...] (make portablecheck).  With
 # TEST, only those.  KEEP_TMP=1 keeps the outputs and prints where; a
-# documented difference is written by copying the test's NAME.diff from
-# there, once each line of it is one doc/portable.md explains.  Exits
-# non-zero if any test differs.
+# documented difference is written by copying the test's regress-NAME.diff
+# (or pgtap-NAME.diff) from there, once each line of it is one
+# doc/portable.md explains.  Exits non-zero if any test differs.
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,11 +57,16 @@ isolation_tests=(registry_begin_commit registry_read_first registry_begin_rollba
 	outbox_ack_vs_lease outbox_order transition_race version_guard_race transition_partition_move)
 # (registry_in_memory tests how the C edition holds a claim before its
 # finish, in a lock space of its own: the portable edition writes it)
+# The pgTAP files: all three (schema's differences are the catalog's
+# documented ones: the key a domain, no extension, plain settings, the
+# portable_ bodies).
+pgtap_tests=(privileges errors schema)
 if [ $# -gt 0 ]; then
 	wanted=" $* "
 	filter() { local t; for t in "$@"; do [[ $wanted == *" $t "* ]] && echo "$t"; done; }
 	mapfile -t regress_tests < <(filter "${regress_tests[@]}")
 	mapfile -t isolation_tests < <(filter "${isolation_tests[@]}")
+	mapfile -t pgtap_tests < <(filter "${pgtap_tests[@]}")
 fi
 
 script=$(make -s -C "$top" PG_CONFIG="$pg_config" portable | tail -n 1)
@@ -93,6 +105,30 @@ psql_p -d regression -U portable_owner --single-transaction -f "$script" >"$work
 failed=0
 passed=0
 
+# compare KIND NAME DOCUMENTED: NAME's outputs of the two editions under
+# $work/out_c_KIND and $work/out_portable_KIND, the same but for the
+# documented difference DOCUMENTED (a file that may not exist)
+compare() {
+	local kind=$1 t=$2 documented=$3
+	# (the hunks' line numbers left out: a documented difference
+	# stays one when the test changes elsewhere)
+	diff -U3 "$work/out_c_$kind/results/$t.out" "$work/out_portable_$kind/results/$t.out" |
+		tail -n +3 | sed 's/^@@ .* @@$/@@/' >"$work/$kind-$t.diff" || true
+	if { [ ! -s "$work/$kind-$t.diff" ] && [ ! -f "$documented" ]; } ||
+		{ [ -f "$documented" ] && cmp -s "$work/$kind-$t.diff" "$documented"; }; then
+		passed=$((passed + 1))
+		echo "test portable $kind $t ... ok"
+	else
+		failed=$((failed + 1))
+		echo "test portable $kind $t ... FAILED: the portable edition answers differently"
+		if [ -f "$documented" ]; then
+			diff -u "$documented" "$work/$kind-$t.diff" | head -n 200 || true
+		else
+			head -n 200 "$work/$kind-$t.diff"
+		fi
+	fi
+}
+
 # the regression tests, with SHOW_CONTEXT off, on both servers
 if [ ${#regress_tests[@]} -gt 0 ]; then
 	mkdir -p "$work/in/sql" "$work/in/expected"
@@ -103,31 +139,50 @@ if [ ${#regress_tests[@]} -gt 0 ]; then
 	for edition in c portable; do
 		port=54391
 		[ $edition = portable ] && port=54392
-		mkdir -p "$work/out_$edition"
+		mkdir -p "$work/out_${edition}_regress"
 		(cd "$top" && "$pg_regress" --use-existing --host="$sock" --port=$port --dbname=regression \
-			--inputdir="$work/in" --outputdir="$work/out_$edition" "${regress_tests[@]}") \
+			--inputdir="$work/in" --outputdir="$work/out_${edition}_regress" "${regress_tests[@]}") \
 			>"$work/regress_$edition.log" 2>&1 || true
 	done
 	for t in "${regress_tests[@]}"; do
-		# (the hunks' line numbers left out: a documented difference
-		# stays one when the test changes elsewhere)
-		diff -U3 "$work/out_c/results/$t.out" "$work/out_portable/results/$t.out" |
-			tail -n +3 | sed 's/^@@ .* @@$/@@/' >"$work/$t.diff" || true
-		documented=$top/test/regress/portable/$t.diff
-		if { [ ! -s "$work/$t.diff" ] && [ ! -f "$documented" ]; } ||
-			{ [ -f "$documented" ] && cmp -s "$work/$t.diff" "$documented"; }; then
-			passed=$((passed + 1))
-			echo "test portable regress $t ... ok"
-		else
-			failed=$((failed + 1))
-			echo "test portable regress $t ... FAILED: the portable edition answers differently"
-			if [ -f "$documented" ]; then
-				diff -u "$documented" "$work/$t.diff" | head -n 200 || true
-			else
-				head -n 200 "$work/$t.diff"
-			fi
-		fi
+		compare regress "$t" "$top/test/regress/portable/$t.diff"
 	done
+fi
+
+# the pgTAP files, on both servers, each in a database "pgtap" where pgTAP
+# is created beside the edition
+if [ ${#pgtap_tests[@]} -gt 0 ]; then
+	if [ "$(psql_c -d postgres -At -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'pgtap'")" = 0 ]; then
+		for t in "${pgtap_tests[@]}"; do
+			echo "test portable pgtap $t ... skipped: pgTAP is not installed"
+		done
+	else
+		psql_c -d postgres -c 'CREATE DATABASE pgtap' >/dev/null
+		psql_c -d pgtap -c 'CREATE EXTENSION idempotency' -c 'CREATE EXTENSION pgtap' >/dev/null
+		psql_p -d postgres -c 'CREATE DATABASE pgtap OWNER portable_owner' >/dev/null
+		psql_p -d pgtap -U portable_owner --single-transaction -f "$script" >"$work/install_pgtap.log" 2>&1 ||
+			{ cat "$work/install_pgtap.log"; exit 1; }
+		psql_p -d pgtap -c 'CREATE EXTENSION pgtap' >/dev/null
+		for edition in c portable; do
+			port=54391
+			[ $edition = portable ] && port=54392
+			mkdir -p "$work/out_${edition}_pgtap"
+			(cd "$top" && "$pg_regress" --use-existing --host="$sock" --port=$port --dbname=pgtap \
+				--inputdir="$top/test/pgtap" --outputdir="$work/out_${edition}_pgtap" "${pgtap_tests[@]}") \
+				>"$work/pgtap_$edition.log" 2>&1 || true
+		done
+		for t in "${pgtap_tests[@]}"; do
+			# (the C edition's output is its expected one, as in make
+			# pgtapcheck: a file cut short in both is no comparison)
+			if ! cmp -s "$top/test/pgtap/expected/$t.out" "$work/out_c_pgtap/results/$t.out"; then
+				failed=$((failed + 1))
+				echo "test portable pgtap $t ... FAILED: the C edition's output is not test/pgtap/expected/$t.out"
+				diff -U3 "$top/test/pgtap/expected/$t.out" "$work/out_c_pgtap/results/$t.out" | head -n 200 || true
+				continue
+			fi
+			compare pgtap "$t" "$top/test/pgtap/portable/$t.diff"
+		done
+	fi
 fi
 
 # the isolation specs, on the portable server

@@ -54,7 +54,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
 	SELECT CASE WHEN pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) ANY (ARRAY['array', 'object'])
 					 AND pg_catalog.pg_column_size(value) OPERATOR(pg_catalog.>) 12800
-				THEN CASE pg_catalog.jsonb_typeof(value) WHEN 'array' THEN '[...]' ELSE '{...}' END
+				THEN CASE WHEN pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) 'array' THEN '[...]' ELSE '{...}' END
 				WHEN pg_catalog.octet_length(value::pg_catalog.text) OPERATOR(pg_catalog.>) 200
 				THEN pg_catalog.left(value::pg_catalog.text, 200) OPERATOR(pg_catalog.||) '...'
 				ELSE value::pg_catalog.text END;
