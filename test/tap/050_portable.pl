@@ -727,7 +727,8 @@ my $renamed = $node->background_psql('app', on_error_stop => 0, extra_params => 
 $renamed->query_safe(q{SET ROLE app3});
 $node->safe_psql('postgres', q{ALTER ROLE app3 RENAME TO app3x});
 $renamed->query(q{SELECT idempotency.lock('hot')});
-like($renamed->{stderr}, qr/role "app3" does not exist/, 'a lock for an owner renamed under the session is refused');
+like($renamed->{stderr}, qr/role "app3x" is not an application role/,
+	'a lock for an owner renamed under the session is refused: the session is its role by OID, which has no records under its new name');
 $renamed->quit;
 
 is($node->safe_psql('app', q{

@@ -38,7 +38,11 @@ BEGIN
 		PERFORM idempotency.portable_headers_check(portable_idempotent_finish.headers);
 		v_size := v_size OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(portable_idempotent_finish.headers);
 	END IF;
-	v_limit := idempotency.portable_setting('idempotency.max_response_size', 'kB', 1024, 1, 2147483647);
+	-- (no answer of 1 kB or less can be over the limit, which is at least
+	-- that: the setting is read only for a larger one)
+	IF v_size OPERATOR(pg_catalog.>) 1024 THEN
+		v_limit := idempotency.portable_setting('idempotency.max_response_size', 'kB', 1024, 1, 2147483647);
+	END IF;
 	IF v_size OPERATOR(pg_catalog.>) (v_limit OPERATOR(pg_catalog.*) 1024) THEN
 		RAISE EXCEPTION 'response for idempotency key "%" is too large to store', idempotency.portable_display(v_key)
 			USING ERRCODE = 'program_limit_exceeded',

@@ -10,8 +10,9 @@
  * that passes its current_user to a SECURITY DEFINER body, and the body
  * asks portable_owner for the owner.  A body can be called directly with
  * any name, so portable_owner believes the name only if the session's role
- * (the one SET ROLE chose, or the login; neither can be claimed without
- * the right to) has the privileges of the role named: what a session could
+ * (the one SET ROLE chose, while the login may still choose it, or the
+ * login; neither can be claimed without the right to) has the privileges of
+ * the role named: what a session could
  * do as that role anyway.  A caller that is a SECURITY DEFINER function
  * owned by a role whose privileges the session does not have is refused,
  * where the C edition works on that owner's records (doc/portable.md).  With
@@ -34,6 +35,15 @@ BEGIN
 	IF caller IS NULL THEN
 		RAISE EXCEPTION 'caller must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	-- the setting keeps the name SET ROLE was given, also once that role is
+	-- renamed (and the name perhaps given to another): believed only while
+	-- the login may still SET ROLE to the role of that name, else the
+	-- session is its login's
+	IF session_role OPERATOR(pg_catalog.<>) session_user
+	   AND (pg_catalog.to_regrole(pg_catalog.quote_ident(session_role)) IS NULL
+			OR NOT pg_catalog.pg_has_role(session_user, session_role, 'MEMBER')) THEN
+		session_role := session_user;
+	END IF;
 	IF caller OPERATOR(pg_catalog.<>) session_role AND NOT pg_catalog.pg_has_role(session_role, caller, 'USAGE') THEN
 		RAISE EXCEPTION 'the portable edition of idempotency cannot work for role "%" in a session of role "%"', caller, session_role
 			USING ERRCODE = 'insufficient_privilege',
@@ -45,10 +55,13 @@ BEGIN
 			(SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) api)
 			USING ERRCODE = 'insufficient_privilege';
 	END IF;
-	-- an application role or a superuser: its own name (one statement)
+	-- an application role (the common caller, asked first) or a superuser:
+	-- its own name
 	IF EXISTS (SELECT FROM idempotency.application_roles AS a
-				WHERE a.role_name OPERATOR(pg_catalog.=) caller::pg_catalog.text)
-	   OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
+				WHERE a.role_name OPERATOR(pg_catalog.=) caller::pg_catalog.text) THEN
+		RETURN caller;
+	END IF;
+	IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
 		RETURN caller;
 	END IF;
 	FOR app IN

@@ -5,7 +5,7 @@
  * canonical form tags every token: {} objects with k"key" before each
  * value, [] arrays, ( for a top-level scalar, s"string" (JSON-escaped), n
  * for a number in numeric_normalize's form (what trim_scale gives), t, f,
- * z.  jsonb_each gives an object's keys in jsonb's own order, which is the
+ * z.  keyvalue() gives an object's members in jsonb's own order, which is the
  * order the C iterator walks.
  */
 CREATE FUNCTION idempotency.portable_canonical(value pg_catalog.jsonb, top pg_catalog.bool)
@@ -14,28 +14,39 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
 	kind pg_catalog.text := pg_catalog.jsonb_typeof(value);
-	scalar pg_catalog.text;
+	members pg_catalog.jsonb;
+	result pg_catalog.text;
 BEGIN
+	-- expressions only, no statement: a statement (jsonb_each and an
+	-- aggregate) costs a request twice as much, rebuilt in each transaction
 	IF kind OPERATOR(pg_catalog.=) 'object' THEN
-		RETURN '{' OPERATOR(pg_catalog.||)
-			   COALESCE((SELECT pg_catalog.string_agg('k' OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
-													  OPERATOR(pg_catalog.||) idempotency.portable_canonical(e.value, false),
-													  '' ORDER BY e.n)
-						   FROM pg_catalog.jsonb_each(value) WITH ORDINALITY AS e(key, value, n)), '')
-			   OPERATOR(pg_catalog.||) '}';
+		members := pg_catalog.jsonb_path_query_array(value, '$.keyvalue()');
+		result := '{';
+		FOR i IN 0 .. pg_catalog.jsonb_array_length(members) OPERATOR(pg_catalog.-) 1 LOOP
+			result := result OPERATOR(pg_catalog.||) 'k'
+					  OPERATOR(pg_catalog.||) pg_catalog.to_json(members OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 'key')::pg_catalog.text
+					  OPERATOR(pg_catalog.||) idempotency.portable_canonical(members OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->) 'value', false);
+		END LOOP;
+		RETURN result OPERATOR(pg_catalog.||) '}';
 	ELSIF kind OPERATOR(pg_catalog.=) 'array' THEN
-		RETURN '[' OPERATOR(pg_catalog.||)
-			   COALESCE((SELECT pg_catalog.string_agg(idempotency.portable_canonical(e.value, false), '' ORDER BY e.n)
-						   FROM pg_catalog.jsonb_array_elements(value) WITH ORDINALITY AS e(value, n)), '')
-			   OPERATOR(pg_catalog.||) ']';
+		result := '[';
+		FOR i IN 0 .. pg_catalog.jsonb_array_length(value) OPERATOR(pg_catalog.-) 1 LOOP
+			result := result OPERATOR(pg_catalog.||) idempotency.portable_canonical(value OPERATOR(pg_catalog.->) i, false);
+		END LOOP;
+		RETURN result OPERATOR(pg_catalog.||) ']';
+	ELSIF kind OPERATOR(pg_catalog.=) 'string' THEN
+		result := 's' OPERATOR(pg_catalog.||) pg_catalog.to_json(value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.text;
+	ELSIF kind OPERATOR(pg_catalog.=) 'number' THEN
+		result := 'n' OPERATOR(pg_catalog.||) pg_catalog.trim_scale((value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.numeric)::pg_catalog.text;
+	ELSIF kind OPERATOR(pg_catalog.=) 'boolean' THEN
+		result := CASE WHEN value OPERATOR(pg_catalog.=) 'true'::pg_catalog.jsonb THEN 't' ELSE 'f' END;
+	ELSE
+		result := 'z';
 	END IF;
-	scalar := CASE kind
-		WHEN 'string' THEN 's' OPERATOR(pg_catalog.||) pg_catalog.to_json(value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.text
-		WHEN 'number' THEN 'n' OPERATOR(pg_catalog.||) pg_catalog.trim_scale((value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])::pg_catalog.numeric)::pg_catalog.text
-		WHEN 'boolean' THEN CASE WHEN value OPERATOR(pg_catalog.=) 'true'::pg_catalog.jsonb THEN 't' ELSE 'f' END
-		ELSE 'z' END;
-	-- a scalar alone is, to jsonb's iterator, a one-element raw array
-	RETURN CASE WHEN top THEN '(' OPERATOR(pg_catalog.||) scalar OPERATOR(pg_catalog.||) ']' ELSE scalar END;
+	IF top THEN
+		RETURN '(' OPERATOR(pg_catalog.||) result OPERATOR(pg_catalog.||) ']';
+	END IF;
+	RETURN result;
 END
 $$;
 
