@@ -52,6 +52,22 @@ is($node->safe_psql('app', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'owne
 	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $script ]);
 like($err, qr/schema "idempotency" already exists.*portable edition is installed already/s,
 	'a second run changes nothing: the schema is there');
+# and run as a newcomer might, without ON_ERROR_STOP and statement by
+# statement: psql goes on past the refusal, and every statement after it
+# fails in a read-only transaction instead of overwriting the installation
+my $installed = q{
+	SELECT count(*) || ' ' || md5(string_agg(p.oid::regprocedure::text || p.prosrc || coalesce(p.proacl::text, ''), ',' ORDER BY p.oid))
+		   || ' ' || (SELECT count(*) FROM idempotency.portable_secret)
+		   || ' ' || (SELECT md5(string_agg(c.relname || coalesce(c.relacl::text, '') || c.relnatts, ',' ORDER BY c.oid))
+						FROM pg_class AS c WHERE c.relnamespace = 'idempotency'::regnamespace)
+	  FROM pg_proc AS p WHERE p.pronamespace = 'idempotency'::regnamespace};
+my $before = $node->safe_psql('app', $installed, extra_params => [ '-U', 'owner' ]);
+($rc, $out, $err) = $node->psql('app', undef, on_error_stop => 0, extra_params => [ '-U', 'owner', '-f', $script ]);
+my @errors = $err =~ /ERROR:  ([^\n]*)/g;
+is($errors[0], 'schema "idempotency" already exists', 'without ON_ERROR_STOP, the second run is refused first');
+ok(scalar(grep { /read-only transaction/ } @errors) > 100, 'and the statements after it fail in a read-only transaction');
+is($node->safe_psql('app', $installed, extra_params => [ '-U', 'owner' ]), $before,
+	'so that no function, table, grant or secret changed');
 
 # the same API as the C edition's
 my $functions = q{
