@@ -97,7 +97,7 @@ BEGIN
 		RAISE EXCEPTION 'role "%" is not an application role of extension "idempotency"', caller
 			USING ERRCODE = 'IK008',
 				  DETAIL = 'It holds privileges on the API, but grant_usage() was not given to it or to a role it has the privileges of, so it has no records of its own to work on.',
-				  HINT = pg_catalog.format('As a superuser, run SELECT idempotency.grant_usage(''%s''), or make it a member of its application role.', caller);
+				  HINT = pg_catalog.format('As the database owner who installed idempotency, run SELECT idempotency.grant_usage(''%s''), or make it a member of its application role.', caller);
 	END IF;
 	RETURN caller;
 END
