@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "base/compat.h"
 #include "base/idempotency.h"
@@ -70,16 +71,33 @@ IdempotencyScopeArg(FunctionCallInfo fcinfo, int argno)
 
 /*
  * IdempotencyAddPositive
- *		now + interval, which must lie after now (ttl, lease); timestamptz's
- *		own error if it overflows.
+ *		now + interval, which must lie after now (ttl, lease).  An interval
+ *		too long to add (which timestamptz would refuse with 22008, naming no
+ *		argument) is refused first, compared as intervals compare (a month of
+ *		30 days): longer than IDEMPOTENCY_INTERVAL_MAX_YEARS, or shorter than
+ *		minus a thousand years, which no clock of this era can overflow.
  */
+#define IDEMPOTENCY_INTERVAL_MAX_YEARS 100000
+
 TimestampTz
 IdempotencyAddPositive(TimestampTz now, Datum interval, const char *name)
 {
-	TimestampTz result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-																 TimestampTzGetDatum(now),
-																 interval));
+	Interval	longest = {.month = IDEMPOTENCY_INTERVAL_MAX_YEARS * MONTHS_PER_YEAR};
+	Interval	earliest = {.month = -1000 * MONTHS_PER_YEAR};
+	TimestampTz result;
 
+	if (DatumGetBool(DirectFunctionCall2(interval_gt, interval, IntervalPGetDatum(&longest))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is out of range", name),
+				 errdetail("It may be at most %d years.", IDEMPOTENCY_INTERVAL_MAX_YEARS)));
+	if (DatumGetBool(DirectFunctionCall2(interval_lt, interval, IntervalPGetDatum(&earliest))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a positive interval", name)));
+	result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													 TimestampTzGetDatum(now),
+													 interval));
 	if (result <= now)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -54,7 +54,14 @@ BEGIN
 	IF span IS NULL THEN
 		RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF now OPERATOR(pg_catalog.+) span OPERATOR(pg_catalog.<=) now THEN
+	-- too long to add (timestamptz's 22008 names no argument), measured as
+	-- interval comparison measures it, as args.c does
+	IF span OPERATOR(pg_catalog.>) pg_catalog.interval '100000 years' THEN
+		RAISE EXCEPTION '% is out of range', name
+			USING ERRCODE = 'invalid_parameter_value', DETAIL = 'It may be at most 100000 years.';
+	END IF;
+	IF span OPERATOR(pg_catalog.<) pg_catalog.interval '-1000 years'
+	   OR now OPERATOR(pg_catalog.+) span OPERATOR(pg_catalog.<=) now THEN
 		RAISE EXCEPTION '% must be a positive interval', name USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	RETURN now OPERATOR(pg_catalog.+) span;

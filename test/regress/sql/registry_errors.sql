@@ -55,6 +55,13 @@ SELECT idempotency.idempotent_begin('k', ttl => '-1 hour');
 SELECT idempotency.idempotent_begin('k', ttl => '1 month -40 days');
 SELECT idempotency.idempotent_begin('k', lease => '0');
 SELECT idempotency.idempotent_begin('k', lease => '-5 minutes');
+-- too long to add to now (timestamptz's own error would name no argument:
+-- 22023 naming it, below too); as long as that is accepted
+SELECT idempotency.idempotent_begin('k', ttl => '-1000000 years');
+SELECT idempotency.idempotent_begin('k', ttl => '1 day', lease => '100000 years 1 day');
+BEGIN;
+SELECT outcome, expires_at > now() + interval '99999 years' AS far FROM idempotency.idempotent_begin('k-far', ttl => '100000 years');
+ROLLBACK;
 SELECT outcome, lease_until = expires_at AS lease_is_ttl
   FROM idempotency.idempotent_begin('k-clamped', ttl => '1 minute', lease => '2 minutes', external => true);
 SELECT idempotency.idempotent_begin('k', ttl => '1000000 years');
