@@ -129,6 +129,23 @@ compare() {
 	fi
 }
 
+# run_both KIND DATABASE INPUTDIR TEST...: pg_regress on both servers, the
+# outputs under $work/out_c_KIND and $work/out_portable_KIND (compared
+# afterwards, so that its own verdict against INPUTDIR's expected files
+# does not count)
+run_both() {
+	local kind=$1 db=$2 inputdir=$3 edition port
+	shift 3
+	for edition in c portable; do
+		port=54391
+		[ $edition = portable ] && port=54392
+		mkdir -p "$work/out_${edition}_$kind"
+		(cd "$top" && "$pg_regress" --use-existing --host="$sock" --port=$port --dbname="$db" \
+			--inputdir="$inputdir" --outputdir="$work/out_${edition}_$kind" "$@") \
+			>"$work/${kind}_$edition.log" 2>&1 || true
+	done
+}
+
 # the regression tests, with SHOW_CONTEXT off, on both servers
 if [ ${#regress_tests[@]} -gt 0 ]; then
 	mkdir -p "$work/in/sql" "$work/in/expected"
@@ -136,14 +153,7 @@ if [ ${#regress_tests[@]} -gt 0 ]; then
 		{ echo '\set SHOW_CONTEXT never'; cat "$top/test/regress/sql/$t.sql"; } >"$work/in/sql/$t.sql"
 		: >"$work/in/expected/$t.out"
 	done
-	for edition in c portable; do
-		port=54391
-		[ $edition = portable ] && port=54392
-		mkdir -p "$work/out_${edition}_regress"
-		(cd "$top" && "$pg_regress" --use-existing --host="$sock" --port=$port --dbname=regression \
-			--inputdir="$work/in" --outputdir="$work/out_${edition}_regress" "${regress_tests[@]}") \
-			>"$work/regress_$edition.log" 2>&1 || true
-	done
+	run_both regress regression "$work/in" "${regress_tests[@]}"
 	for t in "${regress_tests[@]}"; do
 		compare regress "$t" "$top/test/regress/portable/$t.diff"
 	done
@@ -163,14 +173,7 @@ if [ ${#pgtap_tests[@]} -gt 0 ]; then
 		psql_p -d pgtap -U portable_owner --single-transaction -f "$script" >"$work/install_pgtap.log" 2>&1 ||
 			{ cat "$work/install_pgtap.log"; exit 1; }
 		psql_p -d pgtap -c 'CREATE EXTENSION pgtap' >/dev/null
-		for edition in c portable; do
-			port=54391
-			[ $edition = portable ] && port=54392
-			mkdir -p "$work/out_${edition}_pgtap"
-			(cd "$top" && "$pg_regress" --use-existing --host="$sock" --port=$port --dbname=pgtap \
-				--inputdir="$top/test/pgtap" --outputdir="$work/out_${edition}_pgtap" "${pgtap_tests[@]}") \
-				>"$work/pgtap_$edition.log" 2>&1 || true
-		done
+		run_both pgtap pgtap "$top/test/pgtap" "${pgtap_tests[@]}"
 		for t in "${pgtap_tests[@]}"; do
 			# (the C edition's output is its expected one, as in make
 			# pgtapcheck: a file cut short in both is no comparison)
