@@ -114,11 +114,13 @@ class Work {
     const client = await this.pool.connect();
     let broken;
     try {
-      await client.query('BEGIN');
-      await client.query(sql.FINISH, sql.finishValues({
-        key: this.key, scope: this.scope, attempt: this.attempt, ...answer }));
-      if (writes) await writes(client);
-      await client.query('COMMIT');
+      const finish = [sql.FINISH, sql.finishValues({
+        key: this.key, scope: this.scope, attempt: this.attempt, ...answer })];
+      if (writes) {
+        await sql.batch(client, ['BEGIN', finish]);
+        await writes(client);
+        await client.query('COMMIT');
+      } else await sql.batch(client, ['BEGIN', finish, 'COMMIT']);
       this.finished = true;
     } catch (err) {
       await client.query('ROLLBACK').catch((e) => { broken = e; });

@@ -169,10 +169,11 @@ function createHandler(pool, handler, options = {}) {
     let broken;
     let inHandler = false;
     try {
-      await client.query('BEGIN');
       let claim = null;
-      if (key) {
-        ({ rows: [claim] } = await client.query(begin.text, begin.values({ key, scope, request })));
+      if (!key) await client.query('BEGIN');
+      else {
+        const [, { rows }] = await sql.batch(client, ['BEGIN', [begin.text, begin.values({ key, scope, request })]]);
+        claim = rows[0];
         if (claim.outcome !== 'execute') {
           await client.query('COMMIT');
           return claim.outcome === 'replay' ? replayOf(claim)
@@ -186,10 +187,9 @@ function createHandler(pool, handler, options = {}) {
         await client.query('ROLLBACK');
         return a;
       }
-      if (key)
-        await client.query(sql.FINISH, sql.finishValues({ key, scope, status: a.status,
-          headers: a.lines, body: a.body }));
-      await client.query('COMMIT');
+      const finish = key ? [[sql.FINISH, sql.finishValues({ key, scope, status: a.status,
+        headers: a.lines, body: a.body })]] : [];
+      await sql.batch(client, [...finish, 'COMMIT']);
       return a;
     } catch (err) {
       await client.query('ROLLBACK').catch((e) => { broken = e; });

@@ -22,10 +22,9 @@ async function receive(pool, consumer, messageId, fn, options = {}) {
   const client = await pool.connect();
   let broken;
   try {
-    await client.query('BEGIN');
-    const { rows: [r] } = options.ttl === undefined
-      ? await client.query(sql.INBOX_RECEIVE, [consumer, messageId])
-      : await client.query(sql.INBOX_RECEIVE_TTL, [consumer, messageId, sql.interval(options.ttl)]);
+    const [, { rows: [r] }] = await sql.batch(client, ['BEGIN', options.ttl === undefined
+      ? [sql.INBOX_RECEIVE, [consumer, messageId]]
+      : [sql.INBOX_RECEIVE_TTL, [consumer, messageId, sql.interval(options.ttl)]]]);
     if (!r.fresh) {
       await client.query('COMMIT');
       return { processed: false };

@@ -76,7 +76,51 @@ const OUTBOX_FETCH = `SELECT message_id, topic, ordering_key, payload, headers, 
                         FROM idempotency.outbox_fetch($1::int, $2::interval)`;
 const OUTBOX_ACK = 'SELECT idempotency.outbox_ack($1::bigint, $2::text[]) AS acked';
 
+/**
+ * Runs queries on one client and gives their results in order, or throws the
+ * first one's error.  node-postgres 8.23 and later writes them all without
+ * waiting for each answer (its pipeline mode: every query ends with its own
+ * Sync, so in a transaction they run as if sent in turn, and after an error
+ * the rest fail or, a COMMIT, roll back), which saves the round trip of a
+ * BEGIN before a call and of a COMMIT after one; an older node-postgres runs
+ * them in turn.  Pipeline mode is turned on only while these are in flight:
+ * in it node-postgres refuses cursors, which a handler may use.
+ * @param {import('pg').ClientBase} client
+ * @param {Array<string | [string, any[]]>} queries
+ * @returns {Promise<import('pg').QueryResult[]>}
+ */
+async function batch(client, queries) {
+  const calls = queries.map((q) => (typeof q === 'string' ? [q] : q));
+  if (!('pipeline' in client) || calls.length < 2) {
+    const results = [];
+    for (const [text, values] of calls) results.push(await client.query(text, values));
+    return results;
+  }
+  const was = client.pipeline;
+  client.pipeline = true;
+  // node-postgres writes each protocol message on its own; corked, the
+  // socket sends the batch in one write
+  const stream = client.connection && client.connection.stream;
+  const corked = stream && typeof stream.cork === 'function';
+  let settled;
+  try {
+    if (corked) stream.cork();
+    let sent;
+    try {
+      sent = calls.map(([text, values]) => client.query(text, values));
+    } finally {
+      if (corked) stream.uncork();
+    }
+    settled = await Promise.allSettled(sent);
+  } finally {
+    client.pipeline = was;
+  }
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((r) => r.value);
+}
+
 module.exports = {
-  interval, beginStatement, FINISH, finishValues, ABANDON, CHECKPOINT, RENEW,
+  batch, interval, beginStatement, FINISH, finishValues, ABANDON, CHECKPOINT, RENEW,
   INBOX_RECEIVE, INBOX_RECEIVE_TTL, OUTBOX_FETCH, OUTBOX_ACK,
 };

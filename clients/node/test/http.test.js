@@ -59,6 +59,42 @@ for (const framework of ['express', 'fastify']) {
       assert.deepEqual(await chargesByKey(db, k('seq')), { [k('seq')]: 1 });
     });
 
+    it('sends a new key in three round trips, BEGIN with the claim and the answer with COMMIT, and a replay in two', async () => {
+      // a round trip: a query sent while none of the client's is in flight
+      let trips = 0;
+      const counted = pool();
+      counted.on('connect', (client) => {
+        let inFlight = 0;
+        const query = client.query;
+        client.query = function (...args) {
+          if (inFlight++ === 0) trips++;
+          const done = () => { inFlight--; };
+          const r = query.apply(this, args);
+          if (r && typeof r.then === 'function') r.then(done, done);
+          else done();
+          return r;
+        };
+      });
+      const counting = await apps[framework](counted).listen();
+      try {
+        const first = await request(counting.base, '/charges', { key: k('trips'), body: { amount: 7 } });
+        assert.equal(first.status, 201);
+        assert.equal(trips, 3, 'BEGIN and begin, the handler\'s INSERT, finish and COMMIT');
+        trips = 0;
+        const again = await request(counting.base, '/charges', { key: k('trips'), body: { amount: 7 } });
+        assert.equal(answer(again), answer(first));
+        assert.equal(trips, 2, 'BEGIN and begin, COMMIT');
+        trips = 0;
+        const other = await request(counting.base, '/charges', { key: k('trips'), body: { amount: 8 } });
+        assert.equal(other.status, 422);
+        assert.equal(trips, 2, 'BEGIN and begin, which fails, then ROLLBACK');
+      } finally {
+        await counting.close();
+        await counted.end();
+      }
+      assert.deepEqual(await chargesByKey(db, k('trips')), { [k('trips')]: 1 });
+    });
+
     it('replays bytes that are not text, byte for byte', async () => {
       const first = await post('/bytes', k('bytes'), {});
       const again = await post('/bytes', k('bytes'), {});
