@@ -60,7 +60,7 @@ OBJS = \
 # sources sql/$(EXTENSION)--*.sql.in and the object files they include
 # (sql/functions/NAME/VERSION.sql, sql/views/NAME/VERSION.sql).
 SQL_SOURCES = $(wildcard sql/$(EXTENSION)--*.sql.in)
-SQL_OBJECTS = $(wildcard sql/functions/*/*.sql sql/views/*/*.sql)
+SQL_OBJECTS = $(wildcard sql/functions/*/*.sql sql/views/*/*.sql sql/checks/*/*.sql)
 DATA_built = $(patsubst sql/%.sql.in,sql/built/%.sql,$(SQL_SOURCES))
 
 # The tests, each kind in one place under test/: regress (pg_regress),

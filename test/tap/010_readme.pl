@@ -506,7 +506,7 @@ for my $header ("$includedir/utils/errcodes.h", "$top/src/base/idempotency.h")
 
 my %raised;      # SQLSTATE => where
 for my $file (glob("$top/src/*.c"), glob("$top/src/*/*.c"), glob("$top/sql/*.sql.in"),
-	glob("$top/sql/functions/*/*.sql"), glob("$top/sql/views/*/*.sql"),
+	glob("$top/sql/functions/*/*.sql"), glob("$top/sql/views/*/*.sql"), glob("$top/sql/checks/*/*.sql"),
 	"$top/test/regress/sql/error_contexts.sql")
 {
 	my $code = read_page(substr($file, length("$top/")));

@@ -167,6 +167,30 @@ SELECT count(*) AS members FROM pg_extension WHERE extname = 'idempotency';
 SET ROLE regress_mallory;
 ALTER SCHEMA idempotency RENAME TO mallory_old;
 RESET ROLE;
+-- the installing superuser's default privileges would apply to every object
+-- (a reporting role's SELECT on the records and the secret, a revoke that
+-- closes the key type's functions): refused, naming them, and nothing stays
+ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO regress_mallory;
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+CREATE FUNCTION public.refusal(command text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	state text;
+	message text;
+	detail text;
+BEGIN
+	EXECUTE command;
+	RETURN 'not refused';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+	-- the installing superuser's name differs from one test server to another
+	RETURN pg_catalog.replace(state || ' ' || message || ' ' || detail, current_user, 'INSTALLER');
+END
+$$;
+SELECT public.refusal('CREATE EXTENSION idempotency');
+SELECT count(*) AS members FROM pg_extension WHERE extname = 'idempotency';
+SELECT count(*) AS schemas FROM pg_namespace WHERE nspname = 'idempotency';
+ALTER DEFAULT PRIVILEGES REVOKE SELECT ON TABLES FROM regress_mallory;
+ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
 CREATE EXTENSION idempotency;
 SELECT * FROM planted_calls;
 SELECT pg_get_userbyid(n.nspowner) = current_user AS owned_by_installer,
@@ -346,5 +370,6 @@ DROP OPERATOR public.<= (timestamptz, timestamptz);
 DROP OPERATOR public.+ (int, int);
 DROP FUNCTION public.now(), public.texteq_planted(text, text), public.tsle_planted(timestamptz, timestamptz),
 	public.pg_extension_config_dump(regclass, text), public.format(text, VARIADIC text[]),
-	public.int4pl_planted(int, int), public.plant(text), public.planted_trigger(), public.planted(text);
+	public.int4pl_planted(int, int), public.plant(text), public.planted_trigger(), public.planted(text),
+	public.refusal(text);
 DROP TABLE planted_calls;

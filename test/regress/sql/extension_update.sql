@@ -102,4 +102,32 @@ RESET ROLE;
 
 \c :origdb
 DROP DATABASE regress_update;
-DROP ROLE regress_owner_app, regress_clerk, regress_begin_only;
+CREATE DATABASE regress_update;
+\c regress_update
+SET search_path = public;
+CREATE EXTENSION idempotency VERSION '1.1';
+
+-- The objects an update creates would take the default privileges of the
+-- superuser who runs it, those in the extension's schema as well: the
+-- update refuses them and changes nothing, and once they are revoked it
+-- runs and grants nothing to the role they named
+CREATE ROLE regress_reader;
+ALTER DEFAULT PRIVILEGES IN SCHEMA idempotency GRANT SELECT ON TABLES TO regress_reader;
+DO $$
+BEGIN
+	ALTER EXTENSION idempotency UPDATE;
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+	RAISE NOTICE 'refused: %', pg_catalog.replace(SQLERRM, current_user, 'INSTALLER');
+END
+$$;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+ALTER DEFAULT PRIVILEGES IN SCHEMA idempotency REVOKE SELECT ON TABLES FROM regress_reader;
+ALTER EXTENSION idempotency UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT count(*) AS granted_to_reader
+  FROM pg_class AS c, aclexplode(c.relacl) AS a
+ WHERE c.relnamespace = 'idempotency'::regnamespace AND a.grantee = 'regress_reader'::regrole;
+
+\c :origdb
+DROP DATABASE regress_update;
+DROP ROLE regress_owner_app, regress_clerk, regress_begin_only, regress_reader;
