@@ -58,7 +58,8 @@ OBJS = \
 
 # The install and update scripts, written by sql/include.pl from their
 # sources sql/$(EXTENSION)--*.sql.in and the object files they include
-# (sql/functions/NAME/VERSION.sql, sql/views/NAME/VERSION.sql).
+# (sql/functions/NAME/VERSION.sql, sql/views/NAME/VERSION.sql, and
+# sql/checks/NAME/VERSION.sql: statements that more than one script runs).
 SQL_SOURCES = $(wildcard sql/$(EXTENSION)--*.sql.in)
 SQL_OBJECTS = $(wildcard sql/functions/*/*.sql sql/views/*/*.sql sql/checks/*/*.sql)
 DATA_built = $(patsubst sql/%.sql.in,sql/built/%.sql,$(SQL_SOURCES))
