@@ -137,7 +137,23 @@ $(PORTABLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sh
 	@mkdir -p sql/built
 	perl sql/include.pl --edition=portable sql/released.sha256 $(SQL_SOURCES) $@
 
-portable: $(PORTABLE_SCRIPT)
+# The portable edition began at 1.2: each update script from a version
+# since then has a portable counterpart, which the portable edition's owner
+# runs, and a pg_tle one, which a pgtle_admin runs before ALTER EXTENSION
+# UPDATE (sql/built/idempotency-portable--A--B.sql, ...-pgtle--A--B.sql).
+PORTABLE_SINCE = 1.2
+PORTABLE_STEPS := $(shell perl -e '$$since = sprintf("%05d%05d", split /\./, shift); \
+	for (@ARGV) { my ($$from, $$to) = /--(\d+\.\d+)--(\d+\.\d+)\.sql\.in$$/ or next; \
+		print "$$from--$$to\n" if sprintf("%05d%05d", split /\./, $$from) ge $$since }' \
+	$(PORTABLE_SINCE) $(SQL_SOURCES))
+PORTABLE_UPDATES = $(foreach s,$(PORTABLE_STEPS),sql/built/$(EXTENSION)-portable--$(s).sql)
+PGTLE_UPDATES = $(foreach s,$(PORTABLE_STEPS),sql/built/$(EXTENSION)-pgtle--$(s).sql)
+
+sql/built/$(EXTENSION)-portable--%.sql: sql/$(EXTENSION)--%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256
+	@mkdir -p sql/built
+	perl sql/include.pl --edition=portable sql/released.sha256 $< $@
+
+portable: $(PORTABLE_SCRIPT) $(PORTABLE_UPDATES)
 	@echo $(abspath $(PORTABLE_SCRIPT))
 
 # The same for pg_tle: the tle edition's script, wrapped in
@@ -153,7 +169,14 @@ $(TLE_SCRIPT): $(SQL_SOURCES) $(SQL_OBJECTS) sql/include.pl sql/released.sha256
 $(PGTLE_SCRIPT): $(TLE_SCRIPT) sql/pgtle.pl $(EXTENSION).control
 	perl sql/pgtle.pl $(EXTENSION).control $(EXTVERSION) $(TLE_SCRIPT) > $@
 
-tle: $(PGTLE_SCRIPT)
+sql/built/$(EXTENSION)-tle--%.sql: sql/$(EXTENSION)--%.sql.in $(SQL_OBJECTS) sql/include.pl sql/released.sha256
+	@mkdir -p sql/built
+	perl sql/include.pl --edition=tle sql/released.sha256 $< $@
+
+sql/built/$(EXTENSION)-pgtle--%.sql: sql/built/$(EXTENSION)-tle--%.sql sql/pgtle.pl $(EXTENSION).control
+	perl sql/pgtle.pl $(EXTENSION).control $* $< > $@
+
+tle: $(PGTLE_SCRIPT) $(PGTLE_UPDATES)
 	@echo $(abspath $(PGTLE_SCRIPT))
 
 .PHONY: prove_installcheck pgtapcheck sanitizecheck indentcheck dist deb portable portablecheck tle

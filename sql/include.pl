@@ -34,6 +34,15 @@
 #	  in the editions named (c, portable, tle), those between "#else" and
 #	  "#endif" only in the others.
 #
+# A portable or tle update script is one update script among the SOURCEs
+# (sql/idempotency--A--B.sql.in) alone: that step.  The portable edition has
+# no pg_extension row, so its own scripts say which version they leave
+# (idempotency.portable_version(), sql/checks/portable_version) and its
+# update scripts begin by checking that they find A, installed by the role
+# that runs them (sql/checks/portable_update; there @FROM@ and @TO@ stand
+# for A and B).  The tle edition's update is what ALTER EXTENSION runs:
+# pg_tle knows the version.
+#
 # Directives do not nest.  The C edition's text is what it was before the
 # directives were written: they and the lines they leave out vanish.
 use strict;
@@ -168,7 +177,9 @@ sub expand
 }
 
 # a portable script is the install script and the update scripts that lead
-# from its version to the latest, in that order, whatever order they came in
+# from its version to the latest, in that order, whatever order they came in;
+# or one update script, alone
+my ($from, $to);
 if ($edition ne 'c')
 {
 	my ($install, %update);
@@ -178,17 +189,54 @@ if ($edition ne 'c')
 		elsif (/--([\d.]+)\.sql\.in$/) { die "two install scripts: $install->[0], $_\n" if $install; $install = [ $_, $1 ]; }
 		else { die "$_: not an install or update script\n"; }
 	}
-	die "no install script among the sources\n" unless $install;
-	@sources = ($install->[0]);
-	for (my $version = $install->[1]; my $next = delete $update{$version}; $version = $next->[1])
+	if ($install)
 	{
-		push @sources, $next->[0];
+		@sources = ($install->[0]);
+		for ($to = $install->[1]; my $next = delete $update{$to}; $to = $next->[1])
+		{
+			push @sources, $next->[0];
+		}
+		die "update scripts off the chain from $install->[1]: " . join(', ', map { $_->[0] } values %update) . "\n"
+		  if %update;
 	}
-	die "update scripts off the chain from $install->[1]: " . join(', ', map { $_->[0] } values %update) . "\n"
-	  if %update;
+	else
+	{
+		die "an update script alone, or an install script and the updates from it\n" unless @sources == 1;
+		($from) = keys %update;
+		$to = $update{$from}->[1];
+	}
+}
+
+# versioned DIR, VERSION: the file of DIR (VERSION.sql) of the latest version
+# not after VERSION
+sub versioned
+{
+	my ($dir, $version) = @_;
+	my $key = sub { sprintf('%05d' x 2, split(/\./, $_[0])) };
+	my ($file) = sort { $key->($b) cmp $key->($a) }
+	  grep { $key->($_) le $key->($version) }
+	  map { m{/([\d.]+)\.sql$} ? $1 : () } glob("$dir/*.sql");
+	die "$dir: no file for version $version\n" unless defined $file;
+	return "$dir/$file.sql";
+}
+
+# versions TEXT: TEXT with @FROM@ and @TO@ replaced
+sub versions
+{
+	my ($text) = @_;
+	$text =~ s/\@FROM\@/$from/g if defined $from;
+	$text =~ s/\@TO\@/$to/g;
+	die "a version left unreplaced in the portable edition's checks\n" if $text =~ /\@(?:FROM|TO)\@/;
+	return $text;
 }
 
 my $text = join('', map { expand($_, '', {}) } @sources);
+if ($edition eq 'portable')
+{
+	$text = versions(expand(versioned("$base/checks/portable_update", $to), '', {})) . $text
+	  if defined $from;
+	$text .= versions(expand(versioned("$base/checks/portable_version", $to), '', {}));
+}
 
 my $name = basename($output);
 open(my $sums, '<', $released) or die "could not open \"$released\": $!\n";

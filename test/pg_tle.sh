@@ -11,6 +11,13 @@ set -euo pipefail
 src=${1:?usage: pg_tle.sh SRC [PG_CONFIG]}
 pg_config=${2:-pg_config}
 tag=${PG_TLE_TAG:-v1.5.2}
+# its build needs flex and the Kerberos headers PostgreSQL's server headers
+# include; as root, install them
+if [ "$(id -u)" = 0 ]; then
+	# shellcheck source=test/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	install_packages flex libkrb5-dev
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -f "$src/Makefile" ]; then

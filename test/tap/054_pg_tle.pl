@@ -6,7 +6,8 @@
 # edition's files (test/private_install.sh): pg_tle refuses a name that a
 # control file on disk already has.  Then the extension works for an
 # application role, is an extension (its schema and objects members of it),
-# and DROP EXTENSION removes it all.
+# and DROP EXTENSION removes it all.  Its update path (make tle writes one for
+# each update) takes it to the next version with ALTER EXTENSION UPDATE.
 #
 # pg_tle is built from its public source by test/pg_tle.sh; without it the
 # test is skipped.
@@ -19,6 +20,9 @@ use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+
+use lib abs_path(dirname(__FILE__) . '/perl');
+use NextVersion;
 
 my $top = abs_path(dirname(__FILE__) . '/../..');
 my $sharedir = `pg_config --sharedir`;
@@ -73,6 +77,26 @@ is($node->safe_psql('app', q{
 	'an application role claims, finishes, replays and sends');
 is($node->safe_psql('app', q{SELECT count(*) FROM pg_proc WHERE prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND pronamespace = 'idempotency'::regnamespace}),
 	'0', 'no C function in it');
+
+# its update path, to a next version made up for the test (NextVersion.pm),
+# from the script make tle writes for it: a pgtle_admin installs it, and
+# ALTER EXTENSION UPDATE takes it, with the records there
+my $next = next_version($top);
+($rc, $out, $err) = $node->psql('app', undef,
+	extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1', '-f', $next->{"pgtle--$NextVersion::FROM--$NextVersion::TO"} ]);
+is($rc, 0, 'a pgtle_admin installs the update path') or diag($err);
+($rc, $out, $err) = $node->psql('app', 'ALTER EXTENSION idempotency UPDATE', extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1' ]);
+is($rc, 0, 'and updates the extension') or diag($err);
+is($node->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $NextVersion::TO, 'to the next version');
+is($node->safe_psql('app', q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('k1', request => '{"a": 1}')},
+	extra_params => [ '-U', 'app1' ]), 'replay {"ok": true}', 'its records replay');
+is($node->safe_psql('app', q{SELECT next_note FROM idempotency.registry WHERE key = 'k1'}, extra_params => [ '-U', 'dbadmin' ]),
+	"from $NextVersion::FROM", 'the update filled them in');
+is($node->safe_psql('app', q{
+	SELECT count(*) FROM pg_depend AS d JOIN pg_extension AS e ON e.oid = d.refobjid
+	 WHERE e.extname = 'idempotency' AND d.deptype = 'e' AND d.objid = 'idempotency.next_probe()'::regprocedure}), '1',
+	'what the update created is a member of the extension');
+
 ($rc, $out, $err) = $node->psql('app', 'DROP EXTENSION idempotency', extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1' ]);
 is($rc, 0, 'DROP EXTENSION') or diag($err);
 is($node->safe_psql('app', q{SELECT count(*) FROM pg_namespace WHERE nspname = 'idempotency'}), '0', 'removes its schema and all in it');

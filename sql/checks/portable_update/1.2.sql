@@ -1,0 +1,60 @@
+/*
+ * The beginning of the portable edition's update script from @FROM@ to @TO@
+ * (sql/include.pl writes it there).  As the install script does, it makes
+ * the session's transactions read-only until its checks have passed, so
+ * that, run without ON_ERROR_STOP, a refused update changes nothing; and it
+ * pins the search_path for its transaction.  It refuses a database where
+ * the portable edition is not installed, or is at another version than
+ * @FROM@ (the scripts in between come first), a role other than the one
+ * that installed it (the owner of every object the update replaces), and
+ * an installer whose default privileges would apply to the new objects.
+ */
+SET SESSION default_transaction_read_only = on;
+
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
+DO $$
+DECLARE
+	installer pg_catalog.name;
+	installed pg_catalog.text;
+	defaults pg_catalog.text;
+BEGIN
+	SELECT pg_catalog.pg_get_userbyid(n.nspowner) INTO installer
+	  FROM pg_catalog.pg_namespace AS n
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'idempotency';
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'the portable edition of idempotency is not installed in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Install version @TO@ with its install script (make portable).';
+	END IF;
+	IF installer OPERATOR(pg_catalog.<>) CURRENT_USER THEN
+		RAISE EXCEPTION 'must be the owner of schema idempotency to update it'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Role "%s" installed the portable edition and owns its objects.', installer);
+	END IF;
+	-- only a function of the installer's is called: nobody else's code runs
+	-- with the installer's privileges
+	PERFORM
+	  FROM pg_catalog.pg_proc AS p
+	 WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure('idempotency.portable_version()')
+	   AND p.proowner OPERATOR(pg_catalog.=) (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n
+											   WHERE n.nspname OPERATOR(pg_catalog.=) 'idempotency');
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'schema "idempotency" holds no portable edition of idempotency'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'It has no function idempotency.portable_version() of its owner''s: it is the extension''s schema, or the portable edition did not create it.',
+				  HINT = 'Update the extension with ALTER EXTENSION idempotency UPDATE.';
+	END IF;
+	installed := idempotency.portable_version();
+	IF installed OPERATOR(pg_catalog.<>) '@FROM@' THEN
+		RAISE EXCEPTION 'this script updates the portable edition of idempotency from @FROM@ to @TO@, and version % is installed', installed
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = CASE WHEN installed OPERATOR(pg_catalog.=) '@TO@'
+							  THEN 'It is up to date.'
+							  ELSE pg_catalog.format('Run the update scripts from version %s in order, each once.', installed) END;
+	END IF;
+	#include "checks/installer_defaults/1.2.sql"
+	-- the checks passed: the session may write again
+	PERFORM pg_catalog.set_config('default_transaction_read_only', 'off', false);
+END
+$$;
