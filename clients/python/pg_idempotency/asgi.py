@@ -17,6 +17,7 @@ import psycopg
 
 from . import http
 from .http import Answer, Options
+from .pipelined import AsyncTransaction
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -122,13 +123,12 @@ class IdempotencyMiddleware:
     async def _claim(self, scope: Scope, body: bytes, key: str, key_scope: str,
                      request: str) -> Answer:
         async with self._connection() as conn:
-            async with conn.transaction():
-                # prepare=False: behind PgBouncer in transaction mode a
-                # statement prepared on one server connection is missing on
-                # the next (psycopg prepares from the fifth execution)
-                cur = await conn.execute(http.BEGIN, http.begin_params(
-                    self.options, key, key_scope, request), prepare=False)
-                outcome, attempt, status, headers, stored, retry_after = await cur.fetchone()
+            # BEGIN goes with the claim, COMMIT with the answer (pipelined.py)
+            async with AsyncTransaction(conn) as tx:
+                row = await tx.first(http.BEGIN, http.begin_params(
+                    self.options, key, key_scope, request))
+                assert row is not None
+                outcome, attempt, status, headers, stored, retry_after = row
                 if outcome == "replay":
                     return http.replay(status, headers, stored)
                 if outcome == "in_progress":
@@ -138,8 +138,7 @@ class IdempotencyMiddleware:
                 answer = await _run(self.app, {**scope, "state": state}, body)
                 if not self.options.store(answer.status):
                     raise _Rollback(answer)
-                await conn.execute(http.FINISH, http.finish_params(key, key_scope, answer),
-                                   prepare=False)
+                await tx.last(http.FINISH, http.finish_params(key, key_scope, answer))
         return answer
 
 

@@ -149,14 +149,21 @@ def _json(value: Any) -> Optional[str]:
 def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
     if not conn.autocommit and conn.info.transaction_status != pq.TransactionStatus.IDLE:
         raise RuntimeError("external work commits each statement: the connection has a transaction open")
+    # in autocommit the statement is its own transaction, in one round trip
+    # where conn.transaction() took three (BEGIN, the statement, COMMIT)
+    autocommit = conn.autocommit
+    if not autocommit:
+        conn.autocommit = True
     try:
-        with conn.transaction():
-            # never prepared: behind PgBouncer in transaction mode the next
-            # transaction may run on a server connection without it
-            row = conn.execute(query, params, prepare=False).fetchone()
+        # never prepared: behind PgBouncer in transaction mode the next
+        # transaction may run on a server connection without it
+        row = conn.execute(query, params, prepare=False).fetchone()
     except psycopg.Error as e:
         if sqlstate(e) in ("IK002", "IK004"):
             raise ClaimLost(str(e)) from e
         raise
+    finally:
+        if not autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.autocommit = False
     assert row is not None
     return tuple(row)

@@ -13,15 +13,16 @@ from typing import Any, Callable
 
 import psycopg
 
+from .pipelined import Transaction
+
 
 def consume(conn: psycopg.Connection[Any], consumer: str, message_id: str,
             handle: Callable[[psycopg.Connection[Any]], Any],
             ttl: timedelta = timedelta(days=7)) -> bool:
     """True if the message was new and handle ran (and committed), False for a redelivery."""
-    with conn.transaction():
-        # never prepared, for PgBouncer in transaction mode (see asgi.py)
-        row = conn.execute("SELECT idempotency.inbox_receive(%s, %s, %s)",
-                           (consumer, message_id, ttl), prepare=False).fetchone()
+    # BEGIN goes with inbox_receive (pipelined.py)
+    with Transaction(conn) as tx:
+        row = tx.first("SELECT idempotency.inbox_receive(%s, %s, %s)", (consumer, message_id, ttl))
         if not row or not row[0]:
             return False
         handle(conn)

@@ -8,9 +8,12 @@ The role needs the extension's grant_usage and CREATE on the schema public.
 from __future__ import annotations
 
 import os
+import re
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import unittest
 import uuid
@@ -155,10 +158,10 @@ class Server:
     """One of tests/serve.py's servers, in a process of its own (so that a
     test can kill it with SIGKILL)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, env: Optional[dict[str, str]] = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join(
             [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.serve", kind, str(self.port)],
                                      cwd=ROOT, env=env)
@@ -184,3 +187,136 @@ def other_sessions_busy() -> Optional[int]:
     return int(scalar("""SELECT count(*) FROM pg_stat_activity
                           WHERE usename = current_user AND pid <> pg_backend_pid()
                             AND backend_type = 'client backend' AND state <> 'idle'"""))
+
+
+class RoundTrips:
+    """A proxy in front of the database that writes down the round trips of
+    the connections through it: the statements the client sent before it
+    waited for their answers, a Sync or a simple query, until the server was
+    ready again (its ReadyForQuery), as in the Node package's test.  Only
+    what follows the connection's start-up is written down; each statement
+    is named by the idempotency function it calls, else by its first word."""
+
+    def __init__(self) -> None:
+        with connect() as conn:
+            host, port = conn.info.host, conn.info.port
+        self.upstream: Any = (f"{host}/.s.PGSQL.{port}" if host.startswith("/")
+                              else (host, port))
+        self.lock = threading.Lock()
+        self.trips: list[list[str]] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def kwargs(self) -> dict[str, Any]:
+        """connect()'s arguments for a connection through the proxy (which
+        speaks neither TLS nor GSSAPI)."""
+        return {"host": "127.0.0.1", "port": self.port, "sslmode": "disable", "gssencmode": "disable"}
+
+    def env(self) -> dict[str, str]:
+        """The same, for a server process (Server(kind, env=...))."""
+        # PGTZ: Django sets a connection's time zone to UTC at its start
+        # (a round trip) unless the server says it is UTC already
+        env = {"PGHOST": "127.0.0.1", "PGPORT": str(self.port),
+               "PGSSLMODE": "disable", "PGGSSENCMODE": "disable", "PGTZ": "UTC"}
+        if CONNINFO:
+            env["IDEMPOTENCY_TEST_CONNINFO"] = psycopg.conninfo.make_conninfo(CONNINFO, **self.kwargs())
+        return env
+
+    def take(self) -> list[list[str]]:
+        """The round trips since the last take()."""
+        with self.lock:
+            trips, self.trips = self.trips, []
+            return trips
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def __enter__(self) -> "RoundTrips":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX if isinstance(self.upstream, str) else socket.AF_INET)
+            server.connect(self.upstream)
+            # the start-up is answered with a ReadyForQuery too
+            state: dict[str, Any] = {"waiting": 1, "trip": [], "open": 2}
+            threading.Thread(target=self._from_client, args=(client, server, state), daemon=True).start()
+            threading.Thread(target=self._from_server, args=(server, client, state), daemon=True).start()
+
+    @staticmethod
+    def _read(sock: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def _from_client(self, client: socket.socket, server: socket.socket, state: dict[str, Any]) -> None:
+        try:
+            while True:   # the start-up message, without a type byte
+                head = self._read(client, 8)
+                (n, code) = struct.unpack("!ii", head)
+                server.sendall(head + self._read(client, n - 8))
+                if code == 196608:
+                    break
+            while True:
+                kind = self._read(client, 1)
+                head = self._read(client, 4)
+                body = self._read(client, struct.unpack("!i", head)[0] - 4)
+                if kind != b"X":
+                    with self.lock:
+                        if state["trip"] is None:
+                            state["trip"] = []
+                            self.trips.append(state["trip"])
+                        if kind in (b"P", b"Q"):
+                            text = body.split(b"\0")[1 if kind == b"P" else 0].decode()
+                            called = re.search(r"idempotency\.(\w+)", text)
+                            state["trip"].append(called.group(1) if called else text.split()[0].upper())
+                        if kind in (b"S", b"Q"):
+                            state["waiting"] += 1
+                # written down before it is sent: its answer cannot come first
+                server.sendall(kind + head + body)
+        except (EOFError, OSError):
+            pass
+        finally:
+            self._end(client, server, state)
+
+    def _from_server(self, server: socket.socket, client: socket.socket, state: dict[str, Any]) -> None:
+        try:
+            while True:
+                kind = self._read(server, 1)
+                head = self._read(server, 4)
+                body = self._read(server, struct.unpack("!i", head)[0] - 4)
+                if kind == b"Z":
+                    with self.lock:
+                        state["waiting"] -= 1
+                        if state["waiting"] == 0:
+                            state["trip"] = None
+                client.sendall(kind + head + body)
+        except (EOFError, OSError):
+            pass
+        finally:
+            self._end(client, server, state)
+
+    def _end(self, client: socket.socket, server: socket.socket, state: dict[str, Any]) -> None:
+        """Either side's end ends both; the second thread to see it closes them."""
+        for sock in (client, server):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        with self.lock:
+            state["open"] -= 1
+            if state["open"] == 0:
+                client.close()
+                server.close()

@@ -34,6 +34,13 @@ class HttpCases:
     kind = ""
     needs = ""
     server: support.Server
+    # what the middleware sends per request, one list per round trip
+    # (support.RoundTrips): BEGIN goes with the claim, the answer with COMMIT
+    TRIPS = {
+        "new key": [["BEGIN", "idempotent_begin"], ["INSERT"], ["idempotent_finish", "COMMIT"]],
+        "replay": [["BEGIN", "idempotent_begin"], ["COMMIT"]],
+        "another body": [["BEGIN", "idempotent_begin"], ["ROLLBACK"]],
+    }
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -187,6 +194,24 @@ class HttpCases:
         self.assertEqual(charges(k), 0)
         self.assertEqual(self.post(k, 100).status_code, 201)
 
+    def test_round_trips(self) -> None:
+        k = self.k("trips")
+        with support.RoundTrips() as trips:
+            server = support.Server(self.kind, env=trips.env())
+            try:
+                with httpx.Client(base_url=server.url, timeout=support.DEADLINE) as c:
+                    trips.take()
+                    sent = {}
+                    for case, amount, status in (("new key", 7, 201), ("replay", 7, 201),
+                                                 ("another body", 8, 422)):
+                        r = self.post(k, amount, client=c)
+                        self.assertEqual(r.status_code, status, r.text)
+                        sent[case] = trips.take()
+            finally:
+                server.stop()
+        self.assertEqual(sent, self.TRIPS)
+        self.assertEqual(charges(k), 1)
+
     def test_killed_worker(self) -> None:
         k = self.k("killed")
         doomed = support.Server(self.kind)
@@ -222,6 +247,13 @@ class FastAPITest(HttpCases, unittest.TestCase):
 
 class DjangoTest(HttpCases, unittest.TestCase):
     kind, needs = "django", "django"
+    # psycopg2 (Django up to 4.1) has no pipeline mode: each statement is a
+    # round trip of its own, BEGIN and COMMIT too
+    TRIPS = {
+        "new key": [["BEGIN"], ["idempotent_begin"], ["INSERT"], ["idempotent_finish"], ["COMMIT"]],
+        "replay": [["BEGIN"], ["idempotent_begin"], ["COMMIT"]],
+        "another body": [["BEGIN"], ["idempotent_begin"], ["ROLLBACK"]],
+    }
 
 
 class PassThroughTest(unittest.TestCase):

@@ -3,6 +3,7 @@ consumer and the outbox relay, library and program, on connections with
 psycopg's defaults (behind PgBouncer in transaction mode too)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -96,6 +97,29 @@ class ExternalTest(unittest.TestCase):
         self.assertEqual((again.outcome, again.previous_end, again.steps), ("execute", "abandoned", {}))
         again.finish(None, status_code=204)
 
+    def test_round_trips(self) -> None:
+        # each call is a statement in autocommit: no BEGIN, no COMMIT
+        k = key("external-trips")
+        with support.RoundTrips() as trips:
+            for autocommit in (True, False):
+                with self.subTest(autocommit=autocommit), \
+                        connect(autocommit=autocommit, **trips.kwargs()) as conn:
+                    trips.take()
+                    claim = Claim.begin(conn, f"{k}-{autocommit}", "payments")
+                    self.assertEqual(claim.outcome, "execute")
+                    self.assertEqual(trips.take(), [["idempotent_begin"]])
+                    self.assertEqual(claim.finish({"done": True}), "completed")
+                    self.assertEqual(trips.take(), [["idempotent_finish"]])
+                    self.assertEqual(conn.autocommit, autocommit)
+                    # a stale worker's finish fails in one round trip too,
+                    # and leaves the connection as it found it
+                    stale = dataclasses.replace(claim, outcome="execute", attempt=(claim.attempt or 0) + 1)
+                    with self.assertRaises(ClaimLost):
+                        stale.finish({"again": True})
+                    self.assertEqual(trips.take(), [["idempotent_finish"]])
+                    self.assertEqual((conn.autocommit, conn.info.transaction_status),
+                                     (autocommit, psycopg.pq.TransactionStatus.IDLE))
+
     def test_open_transaction_refused(self) -> None:
         with connect() as conn:
             conn.execute("SELECT 1")
@@ -128,6 +152,18 @@ class InboxTest(unittest.TestCase):
         with connect() as conn:
             self.assertTrue(consume(conn, "billing", mid, self.effect(mid)))
             self.assertFalse(consume(conn, "billing", mid, self.effect(mid)))
+        self.assertEqual(self.effects(mid), 1)
+
+    def test_round_trips(self) -> None:
+        # BEGIN goes with inbox_receive; the handler's statement; COMMIT
+        mid = key("msg-trips")
+        with support.RoundTrips() as trips, connect(**trips.kwargs()) as conn:
+            trips.take()
+            self.assertTrue(consume(conn, "billing", mid, self.effect(mid)))
+            self.assertEqual(trips.take(), [["BEGIN", "inbox_receive"], ["INSERT"], ["COMMIT"]])
+            self.assertFalse(consume(conn, "billing", mid, self.effect(mid)))
+            self.assertEqual(trips.take(), [["BEGIN", "inbox_receive"], ["COMMIT"]])
+            self.assertFalse(conn.autocommit)
         self.assertEqual(self.effects(mid), 1)
 
     def test_failure_rolls_back(self) -> None:
