@@ -13,10 +13,11 @@
 #   replay path (a key already completed: return the stored answer)
 #     the same four
 #
-# One server, which loads the C library for the C edition's database; the
-# portable edition's database has no extension, and its functions never
-# call the library (test/tap/050_portable.pl checks that a backend that
-# used it never mapped it).  Each handler is one server-side call per
+# Two servers of the same build and settings, run in turn: one loads the C
+# library, for the C edition and the hand-written handlers; the portable
+# edition's has no library to load, as on a managed service (with the
+# library loaded, its settings and hooks would be there for the portable
+# edition too: a replay cost a tenth more).  Each handler is one server-side call per
 # request, driven by pgbench with prepared statements, synchronous_commit
 # off (the figures compare CPU and WAL, not the disk's flushes).  The
 # variants run in turn, ROUNDS times over (reversed every other round), each
@@ -37,16 +38,24 @@ bench_prepare "synchronous_commit = off" "shared_buffers = 512MB" "max_wal_size 
 	"autovacuum = off" "idempotency.cleanup_interval = 0"
 
 script=$(make -s -C "$top" portable | tail -n 1)
+# the portable edition's server: the same settings, without the library
+pport=$((port + 1))
+as_postgres initdb -D "$cluster/portable" -A trust -E UTF8 --locale=C >/dev/null
+sed -e "s/^shared_preload_libraries = .*//" -e "s/^port = .*/port = $pport/" \
+	"$cluster/data/postgresql.conf" >"$cluster/portable/postgresql.conf"
+as_postgres pg_ctl -D "$cluster/portable" -l "$cluster/portable.log" -w start >/dev/null
+trap 'as_postgres pg_ctl -D "$cluster/portable" -m immediate stop >/dev/null 2>&1 || true
+	as_postgres pg_ctl -D "$cluster/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$cluster"' EXIT
 echo "==> loading the handlers and 100000 completed keys per replay variant"
 # the C edition and the hand-written handlers in database postgres, as
 # bench/registry.sh loads them
 psql_cluster <"$top/bench/registry_setup.sql" >/dev/null
 # the portable edition in its own database, installed by its owner, with
 # the same handler and completed keys
-psql_cluster -c "CREATE ROLE portable_owner LOGIN" -c "CREATE DATABASE portable OWNER portable_owner" >/dev/null
-as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -U portable_owner -d portable \
+psql_cluster -p "$pport" -c "CREATE ROLE portable_owner LOGIN" -c "CREATE DATABASE portable OWNER portable_owner" >/dev/null
+as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$pport" -U portable_owner -d portable \
 	--single-transaction -f "$script" >/dev/null
-as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$port" -U portable_owner -d portable <<'EOF' >/dev/null
+as_postgres psql -X -q -v ON_ERROR_STOP=1 -h "$cluster" -p "$pport" -U portable_owner -d portable <<'EOF' >/dev/null
 -- the owner runs the requests too, as its own application role (the C
 -- edition's run as a superuser, whose records are its own)
 SELECT idempotency.grant_usage('portable_owner');
@@ -88,16 +97,16 @@ chown -R postgres:postgres "$dir"
 
 # run VARIANT: one pgbench run, in the variant's database; sets run_tps
 run() {
-	local db=postgres user=postgres
-	[[ $1 == *_portable ]] && db=portable user=portable_owner
+	local db=postgres user=postgres p=$port
+	[[ $1 == *_portable ]] && db=portable user=portable_owner p=$pport
 	if ! as_postgres pgbench -n -M prepared -c "$clients" -j "$clients" -T "$seconds" \
-		-h "$cluster" -p "$port" -U "$user" -f "$dir/$1.sql" "$db" >"$dir/out" 2>&1; then
+		-h "$cluster" -p "$p" -U "$user" -f "$dir/$1.sql" "$db" >"$dir/out" 2>&1; then
 		echo "pgbench failed on $1:" >&2
 		cat "$dir/out" >&2
 		exit 1
 	fi
 	run_tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$dir/out")
-	psql_cluster -c CHECKPOINT >/dev/null
+	psql_cluster -p "$p" -c CHECKPOINT >/dev/null
 }
 
 echo "==> throughput: $clients clients, $seconds s per run, $rounds rounds, synchronous_commit = off"
