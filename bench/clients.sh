@@ -8,6 +8,8 @@
 #   {id, key, amount}
 #
 #   ours      pg-idempotency's Express middleware, required by its path
+#   ourssql   the same with the handler's write as a SQL function, which
+#             idempotent_call runs under the key in one statement
 #   expidem   express-idempotency 1.0.6 + express-idempotency-redis-adapter
 #   nodeidem  @node-idempotency/core 1.0.11 + storage-adapter-redis (its
 #             Express wrapper is not on the registry: a few lines of glue)
@@ -59,7 +61,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-6}
 clients=${2:-8}
 rounds=${3:-5}
-variants="ours expidem nodeidem dbos hand"
+variants="ours ourssql expidem nodeidem dbos hand"
 replay_keys=2000
 
 # shellcheck disable=SC2046

@@ -5,6 +5,8 @@
 //
 //   ours      pg-idempotency's Express middleware (PG_IDEMPOTENCY: the path
 //             of clients/node), the insert in its request transaction
+//   ourssql   the same with a SQL handler (pay_ourssql(jsonb) in setup.sql),
+//             which idempotent_call runs under the key: one statement
 //   expidem   express-idempotency with express-idempotency-redis-adapter
 //   nodeidem  @node-idempotency/core with its Redis storage adapter, in the
 //             few lines of Express glue its README describes
@@ -45,6 +47,12 @@ const variants = {
     const pool = new Pool({ max: poolSize });
     app.post('/payments', idempotency.express(pool, async (req, { client, key }) =>
       ({ status: 201, body: await pay(client, key, req.body.amount) })));
+  },
+
+  async ourssql() {
+    const idempotency = require(process.env.PG_IDEMPOTENCY);
+    const pool = new Pool({ max: poolSize });
+    app.post('/payments', idempotency.express(pool, 'pay_ourssql(jsonb)'));
   },
 
   async expidem() {

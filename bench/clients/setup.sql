@@ -7,6 +7,14 @@
 CREATE EXTENSION idempotency;
 CREATE EXTENSION pg_stat_statements;
 CREATE TABLE payments_ours (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);
+CREATE TABLE payments_ourssql (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);
+-- the ourssql variant's handler: the same write and answer, in SQL
+CREATE FUNCTION pay_ourssql(request jsonb) RETURNS jsonb LANGUAGE sql AS $$
+	INSERT INTO payments_ourssql (key, amount)
+	VALUES (request->>'key', (request->'body'->>'amount')::int)
+	RETURNING jsonb_build_object('status', 201,
+		'body', jsonb_build_object('id', id::text, 'key', key, 'amount', amount))
+$$;
 CREATE TABLE payments_expidem (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);
 CREATE TABLE payments_nodeidem (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);
 CREATE TABLE payments_dbos (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);

@@ -6,15 +6,17 @@ const { createHandler, flatLines } = require('./http');
 /**
  * An Express handler for an idempotent endpoint: handler(req, ctx) runs once
  * per key, with ctx.client in the transaction that stores its answer (also
- * req.idempotency), and returns { status, headers, body }.
+ * req.idempotency), and returns { status, headers, body }; or a SQL
+ * function's signature ('pay(jsonb)'), which the claim runs in one statement.
  * @param {import('pg').Pool} pool
- * @param {(req: any, ctx: { client: import('pg').PoolClient, key: string | undefined,
+ * @param {string | (req: any, ctx: { client: import('pg').PoolClient, key: string | undefined,
  *          scope: string }) => Promise<import('./http').Answer> | import('./http').Answer} handler
  * @param {import('./http').Options} [options]
  */
 function idempotent(pool, handler, options = {}) {
   const header = options.header ?? 'Idempotency-Key';
-  const answer = createHandler(pool, (req, ctx) => {
+  // a string names a SQL function, run under the claim in one statement
+  const answer = createHandler(pool, typeof handler === 'string' ? handler : (req, ctx) => {
     req.idempotency = ctx;
     return handler(req, ctx);
   }, options);

@@ -6,17 +6,19 @@ const { createHandler, flatLines } = require('./http');
 /**
  * A Fastify handler for an idempotent endpoint: handler(request, ctx) runs
  * once per key, with ctx.client in the transaction that stores its answer
- * (also request.idempotency), and returns { status, headers, body }.  The
+ * (also request.idempotency), and returns { status, headers, body }, or a SQL
+ * function's signature ('pay(jsonb)'), which the claim runs in one statement.  The
  * answer is written to the raw response (reply.hijack()), so that its header
  * lines go out in their order: Fastify's onSend hooks do not see it.
  * @param {import('pg').Pool} pool
- * @param {(request: any, ctx: { client: import('pg').PoolClient, key: string | undefined,
+ * @param {string | (request: any, ctx: { client: import('pg').PoolClient, key: string | undefined,
  *          scope: string }) => Promise<import('./http').Answer> | import('./http').Answer} handler
  * @param {import('./http').Options} [options]
  */
 function idempotent(pool, handler, options = {}) {
   const header = (options.header ?? 'Idempotency-Key').toLowerCase();
-  const answer = createHandler(pool, (request, ctx) => {
+  // a string names a SQL function, run under the claim in one statement
+  const answer = createHandler(pool, typeof handler === 'string' ? handler : (request, ctx) => {
     request.idempotency = ctx;
     return handler(request, ctx);
   }, options);

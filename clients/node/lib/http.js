@@ -8,7 +8,9 @@
 // so the writes commit with the stored answer or not at all; an answer that
 // is not stored (5xx by default) rolls the writes and the claim back, and a
 // retry executes.  External mode: the claim commits first and the handler
-// works in steps (external.js).
+// works in steps (external.js).  One-statement mode: the handler is a SQL
+// function, which idempotent_call runs under the claim in one statement,
+// one round trip.
 'use strict';
 
 const sql = require('./sql');
@@ -147,6 +149,7 @@ function replayOf(claim) {
  *                                              body: Buffer, replayed?: boolean }>}
  */
 function createHandler(pool, handler, options = {}) {
+  if (typeof handler === 'string') return createCallHandler(pool, handler, options);
   const store = options.store ?? ((status) => status < 500);
   const fingerprint = options.fingerprint ??
     ((req, incoming) => ({ method: incoming.method, path: incoming.path, body: bodyOf(incoming.body) }));
@@ -224,6 +227,69 @@ function createHandler(pool, handler, options = {}) {
       return problem(409, 'a request with this idempotency key is in progress', r.claim.retry_after);
     return r.answer;
   }
+}
+
+/**
+ * The one-statement mode: handler names a SQL function of one jsonb
+ * argument returning jsonb ('pay(jsonb)'), which idempotent_call runs under
+ * the claim with the request ({ key, method, path, body } by default, or
+ * what options.fingerprint gives), and finishes the key with what it
+ * returns: an answer { status, headers, body } (an object with no other
+ * member), or anything else as the body of a 200.  The stored answer is
+ * that JSON, rendered alike for the first answer and every replay.  The
+ * function decides what is stored: an answer it returns is kept, 5xx too;
+ * an error it raises rolls the claim back, and a retry executes.
+ * @param {import('pg').Pool} pool
+ * @param {string} handler
+ * @param {Options} options
+ */
+function createCallHandler(pool, handler, options) {
+  if (options.external) throw new TypeError('external mode runs a JavaScript handler, not a SQL function');
+  if (options.required === false) throw new TypeError('a SQL handler runs under a key: required must be true');
+  if (options.store) throw new TypeError('a SQL handler decides what is stored: it raises an error for an answer that must not be');
+  const fingerprint = options.fingerprint ??
+    ((req, incoming) => ({ key: incoming.key, method: incoming.method, path: incoming.path, body: bodyOf(incoming.body) }));
+  const scopeOf = typeof options.scope === 'function' ? options.scope
+    : options.scope !== undefined ? () => options.scope
+      : (req, incoming) => `${incoming.method} ${incoming.route}`;
+  // maxWait 0, as in the transactional mode: a 409 at once
+  const call = sql.callStatement(handler, { ttl: options.ttl, maxWait: options.maxWait ?? 0 });
+  // the function's own errors name it in their context; the claim's do not
+  const name = handler.replace(/\(.*$/s, '').replace(/^.*\./, '').replace(/"/g, '').toLowerCase();
+  const fromHandler = (err) => typeof err.where === 'string' && err.where.toLowerCase().includes(name);
+
+  return async function answer(incoming) {
+    const key = parseKey(incoming.key);
+    if (!key) return problem(400, `this request needs an ${options.header ?? 'Idempotency-Key'} header`);
+    const scope = scopeOf(incoming.req, incoming);
+    const request = fingerprint(incoming.req, { ...incoming, key });
+    let row;
+    try {
+      ({ rows: [row] } = await pool.query(call.text, call.values({ key, scope, request })));
+    } catch (err) {
+      const known = mapError(err, !fromHandler(err));
+      if (!known) throw err;
+      return problem(...known);
+    }
+    if (row.outcome === 'in_progress')
+      return problem(409, 'a request with this idempotency key is in progress', row.retry_after);
+    const a = render(answerOf(row.response));
+    return row.outcome === 'replay' ? { ...a, replayed: true } : a;
+  };
+}
+
+/**
+ * A SQL handler's answer: { status, headers, body }, or any other JSON as
+ * the body of a 200.
+ * @param {any} response
+ * @returns {Answer}
+ */
+function answerOf(response) {
+  const members = ['status', 'headers', 'body'];
+  if (response !== null && typeof response === 'object' && !Array.isArray(response) &&
+      Object.keys(response).length > 0 && Object.keys(response).every((m) => members.includes(m)))
+    return response;
+  return { status: 200, body: response };
 }
 
 /**

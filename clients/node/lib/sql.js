@@ -52,6 +52,31 @@ function beginStatement(options) {
   };
 }
 
+/**
+ * The idempotent_call statement for a set of options: the claim, the SQL
+ * handler and the finish in one statement, which is its own transaction
+ * (autocommit), one round trip.
+ * @param {string} handler the function's signature, such as 'pay(jsonb)'
+ * @param {{ ttl?: number | string, maxWait?: number | string | null }} options
+ * @returns {{ text: string, values: (p: { key: string, scope: string, request: any }) => any[] }}
+ */
+function callStatement(handler, options) {
+  const args = ['$1', '$2::regprocedure', '$3::jsonb', '$4'];
+  const extra = [];
+  const add = (name, value, type) => {
+    extra.push(value);
+    args.push(`${name} => $${4 + extra.length}::${type}`);
+  };
+  if (options.ttl !== undefined) add('ttl', interval(options.ttl), 'interval');
+  if (options.maxWait !== null && options.maxWait !== undefined)
+    add('max_wait', interval(options.maxWait), 'interval');
+  return {
+    text: `SELECT outcome, response, retry_after FROM idempotency.idempotent_call(${args.join(', ')})`,
+    values: ({ key, scope, request }) =>
+      [key, handler, request === undefined ? null : JSON.stringify(request), scope, ...extra],
+  };
+}
+
 const FINISH = `SELECT idempotency.idempotent_finish($1, $2::jsonb, $3, attempt => $4::int,
                     status_code => $5::int, body => $6::bytea, headers => $7::jsonb) AS status`;
 
@@ -121,6 +146,6 @@ async function batch(client, queries) {
 }
 
 module.exports = {
-  batch, interval, beginStatement, FINISH, finishValues, ABANDON, CHECKPOINT, RENEW,
+  batch, interval, beginStatement, callStatement, FINISH, finishValues, ABANDON, CHECKPOINT, RENEW,
   INBOX_RECEIVE, INBOX_RECEIVE_TTL, OUTBOX_FETCH, OUTBOX_ACK,
 };

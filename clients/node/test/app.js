@@ -5,7 +5,7 @@
 
 const idempotency = require('..');
 
-/** The routes: [method, path, options, handler] */
+/** The routes: [path, options, handler (a function, or a SQL function's signature)] */
 function routes() {
   const charge = async (req, { client, key, scope }) => {
     const { amount, fail } = req.body ?? {};
@@ -29,6 +29,7 @@ function routes() {
     ['/optional', { required: false }, charge],
     ['/waiting', { maxWait: '20 seconds' }, charge],
     ['/exact', { replayedHeader: false }, charge],
+    ['/sql', {}, 'charge_sql(jsonb)'],
     ['/bytes', {}, async () => ({ status: 200, headers: { 'Content-Type': 'application/octet-stream' },
       body: Buffer.from([0, 255, 13, 10, 128, 1]) })],
   ];

@@ -199,6 +199,66 @@ for (const framework of ['express', 'fastify']) {
       assert.equal(answer(b), answer(a));
     });
 
+    it('runs a SQL handler under the key in one statement: one round trip, replays byte for byte', async () => {
+      let trips = 0;
+      const counted = pool();
+      counted.on('connect', (client) => {
+        const query = client.query;
+        client.query = function (...args) { trips++; return query.apply(this, args); };
+      });
+      const counting = await apps[framework](counted).listen();
+      let first;
+      try {
+        first = await request(counting.base, '/sql', { key: k('sql'), body: { amount: 31 } });
+        assert.equal(first.status, 201, first.body.toString());
+        assert.equal(trips, 1, 'idempotent_call alone, in autocommit');
+        const id = JSON.parse(first.body).id;
+        const lines = first.lines.filter(([n]) => !['date', 'connection', 'keep-alive'].includes(n.toLowerCase()));
+        assert.deepEqual(lines, [
+          ['Content-Type', 'application/json; charset=utf-8'], ['Location', `/charges/${id}`],
+          ['Link', `</charges/${id}/refunds>; rel="refunds"`], ['Set-Cookie', 'a=1'],
+          ['Link', `</charges/${id}/receipt>; rel="receipt"`], ['Content-Length', String(first.body.length)]]);
+        trips = 0;
+        const again = await request(counting.base, '/sql', { key: k('sql'), body: { amount: 31 } });
+        assert.equal(trips, 1);
+        assert.equal(answer(again), answer(first));
+        assert.equal(again.header('idempotent-replayed'), 'true');
+      } finally {
+        await counting.close();
+        await counted.end();
+      }
+      const other = await post('/sql', k('sql'), { amount: 32 });
+      assert.equal(other.status, 422, 'the key reused with another body');
+      assert.equal((await post('/sql', undefined, { amount: 1 })).status, 400, 'no key');
+      assert.deepEqual(await chargesByKey(db, k('sql')), { [k('sql')]: 1 });
+    });
+
+    it('answers 409 for a SQL handler in flight, maps its errors, and keeps nothing of a failed one', async () => {
+      const lock = await hold(db);
+      let flight;
+      try {
+        flight = post('/sql', k('sql-flight'), { amount: 33 });
+        await waiters(db, 1);
+        const dup = await post('/sql', k('sql-flight'), { amount: 33 });
+        assert.equal(dup.status, 409);
+        assert.match(dup.header('retry-after') ?? '', /^[1-9][0-9]*$/);
+      } finally {
+        await lock.release();
+      }
+      const flown = await flight;
+      assert.equal(flown.status, 201);
+      assert.equal(answer(await post('/sql', k('sql-flight'), { amount: 33 })), answer(flown));
+      const failed = await post('/sql', k('sql-fail'), { amount: 34, fail: '40001' });
+      assert.equal(failed.status, 409, 'a serialization failure in the handler: retry');
+      // the handler's own 22P02 is its bug, not a bad key: the framework's 500
+      const bug = await post('/sql', k('sql-bug'), { amount: 'many' });
+      assert.equal(bug.status, 500, bug.body.toString());
+      const { rows } = await db.query('SELECT count(*)::int AS n FROM idempotency.my_records WHERE key = ANY($1)',
+        [[k('sql-fail'), k('sql-bug')]]);
+      assert.equal(rows[0].n, 0, 'nothing kept');
+      assert.deepEqual(await chargesByKey(db, k('sql-fail')), {});
+    });
+
     it('charges each key once under concurrent duplicates and clients that give up', async () => {
       const keys = 10;
       const clients = 5;

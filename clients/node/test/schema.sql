@@ -30,6 +30,24 @@ END $$;
 CREATE TRIGGER charges_hold BEFORE INSERT ON charges
 	FOR EACH ROW EXECUTE FUNCTION charges_hold();
 
+-- The one-statement mode's handler: a charge and its answer, header lines
+-- in their order, as a SQL function that idempotent_call runs.
+CREATE FUNCTION charge_sql(request jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+	c record;
+BEGIN
+	INSERT INTO charges (idempotency_key, scope, amount, fail_with)
+	VALUES (request->>'key', (request->>'method') || ' ' || (request->>'path'),
+			(request->'body'->>'amount')::integer, request->'body'->>'fail')
+	RETURNING id::text AS id, amount INTO c;
+	RETURN jsonb_build_object('status', 201,
+		'headers', jsonb_build_array(jsonb_build_array('Location', '/charges/' || c.id),
+									 jsonb_build_array('Link', '</charges/' || c.id || '/refunds>; rel="refunds"'),
+									 jsonb_build_array('Set-Cookie', 'a=1'),
+									 jsonb_build_array('Link', '</charges/' || c.id || '/receipt>; rel="receipt"')),
+		'body', jsonb_build_object('id', c.id, 'amount', c.amount));
+END $$;
+
 -- receipts: the local writes of external work, one per finished key
 CREATE TABLE receipts (
 	idempotency_key text PRIMARY KEY,
@@ -54,4 +72,5 @@ CREATE TABLE published (
 );
 
 GRANT SELECT, INSERT ON charges, receipts, invoices, published TO :"role";
+GRANT EXECUTE ON FUNCTION charge_sql(jsonb) TO :"role";
 SELECT idempotency.grant_usage(:'role');
