@@ -3,7 +3,8 @@
  * (sql/include.pl writes it there).  As the install script does, it makes
  * the session's transactions read-only until its checks have passed, so
  * that, run without ON_ERROR_STOP, a refused update changes nothing; and it
- * pins the search_path for its transaction.  It refuses a database where
+ * pins the search_path for its transaction (the whole update, run in one, as
+ * doc/portable.md runs it).  It refuses a database where
  * the portable edition is not installed, or is at another version than
  * @FROM@ (the scripts in between come first), a role other than the one
  * that installed it (the owner of every object the update replaces), and
