@@ -41,7 +41,9 @@
 # update scripts begin by checking that they find A, installed by the role
 # that runs them (sql/checks/portable_update; there @FROM@ and @TO@ stand
 # for A and B).  The tle edition's update is what ALTER EXTENSION runs:
-# pg_tle knows the version.
+# pg_tle knows the version; it begins with the check of the default
+# privileges of the role that runs it (sql/checks/update_defaults), which
+# the extension's update scripts make themselves.
 #
 # Directives do not nest.  The C edition's text is what it was before the
 # directives were written: they and the lines they leave out vanish.
@@ -236,6 +238,10 @@ if ($edition eq 'portable')
 	$text = versions(expand(versioned("$base/checks/portable_update", $to), '', {})) . $text
 	  if defined $from;
 	$text .= versions(expand(versioned("$base/checks/portable_version", $to), '', {}));
+}
+elsif ($edition eq 'tle' && defined $from)
+{
+	$text = expand(versioned("$base/checks/update_defaults", $to), '', {}) . $text;
 }
 
 my $name = basename($output);

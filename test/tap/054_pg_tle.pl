@@ -85,8 +85,15 @@ my $next = next_version($top);
 ($rc, $out, $err) = $node->psql('app', undef,
 	extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1', '-f', $next->{"pgtle--$NextVersion::FROM--$NextVersion::TO"} ]);
 is($rc, 0, 'a pgtle_admin installs the update path') or diag($err);
+# an owner whose default privileges would apply to what the update creates
+$node->safe_psql('app', q{ALTER DEFAULT PRIVILEGES FOR ROLE dbadmin GRANT EXECUTE ON FUNCTIONS TO app1});
 ($rc, $out, $err) = $node->psql('app', 'ALTER EXTENSION idempotency UPDATE', extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1' ]);
-is($rc, 0, 'and updates the extension') or diag($err);
+like($err, qr/role "dbadmin" has default privileges, which would apply to the objects of idempotency.*for functions/s,
+	'the update is refused to an owner with default privileges');
+is($node->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $NextVersion::FROM, 'which leaves the version it was');
+$node->safe_psql('app', q{ALTER DEFAULT PRIVILEGES FOR ROLE dbadmin REVOKE EXECUTE ON FUNCTIONS FROM app1});
+($rc, $out, $err) = $node->psql('app', 'ALTER EXTENSION idempotency UPDATE', extra_params => [ '-U', 'dbadmin', '-v', 'ON_ERROR_STOP=1' ]);
+is($rc, 0, 'and, once they are revoked, updates the extension') or diag($err);
 is($node->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $NextVersion::TO, 'to the next version');
 is($node->safe_psql('app', q{SELECT outcome || ' ' || response::text FROM idempotency.idempotent_begin('k1', request => '{"a": 1}')},
 	extra_params => [ '-U', 'app1' ]), 'replay {"ok": true}', 'its records replay');

@@ -222,7 +222,7 @@ is(as('mallory', $plant . plant_sql('public') . plant_sql('owner')), "t\nt", 'lo
 ($rc, $out, $err) = install();
 is($rc, 0, 'the owner installs the edition through them') or diag($err);
 is(planted_calls(), '0', 'no look-alike ran while the script did');
-is(as('owner', q{
+my $depends = q{
 	SELECT count(*) FROM pg_depend AS d
 	 WHERE ((d.refclassid = 'pg_proc'::regclass
 			 AND d.refobjid IN (SELECT oid FROM pg_proc WHERE proowner = 'mallory'::regrole))
@@ -233,8 +233,22 @@ is(as('owner', q{
 	   AND NOT (d.classid = 'pg_proc'::regclass
 				AND d.objid IN (SELECT oid FROM pg_proc WHERE proowner = 'mallory'::regrole))
 	   AND NOT (d.classid = 'pg_operator'::regclass
-				AND d.objid IN (SELECT oid FROM pg_operator WHERE oprowner = 'mallory'::regrole))}),
-	'0', 'nothing the script created depends on anything planted');
+				AND d.objid IN (SELECT oid FROM pg_operator WHERE oprowner = 'mallory'::regrole))};
+is(as('owner', $depends), '0', 'nothing the script created depends on anything planted');
+
+# the same statement by statement (no --single-transaction): each
+# statement a transaction of its own, the script pins the search_path for
+# the session, and gives the installer's back at its end
+as('owner', 'DROP SCHEMA idempotency CASCADE');
+{
+	local $ENV{PGOPTIONS} = '-c search_path=owner,public,pg_catalog';
+	($rc, $out, $err) = $node->psql('shop', "\\i $script\nSHOW search_path;",
+		extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1' ]);
+}
+is($rc, 0, 'the owner installs the edition statement by statement') or diag($err);
+like($out, qr/^owner,public,pg_catalog$/m, 'which gives the session its search_path back');
+is(planted_calls(), '0', 'no look-alike ran while the script did');
+is(as('owner', $depends), '0', 'nothing the script created depends on anything planted');
 is(as('owner', q{
 	SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = 'idempotency'::regnamespace AND relowner <> 'owner'::regrole)
 		 + (SELECT count(*) FROM pg_proc WHERE pronamespace = 'idempotency'::regnamespace AND proowner <> 'owner'::regrole)

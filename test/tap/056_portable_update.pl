@@ -14,7 +14,12 @@
 #    second run (the version is no longer the one it updates from), a role
 #    that is not the installer (a superuser too: the objects would change
 #    owner), a database without the portable edition or with the extension,
-#    and an installer with default privileges.
+#    an installer with default privileges, and a run statement by
+#    statement (where a statement that failed after the checks would leave
+#    the others done); its end gives such a run's session its settings back.
+# 4. In one transaction, a statement that fails after the checks leaves
+#    nothing done and the session as it was; the script sent as one query
+#    string is one transaction too.
 
 use strict;
 use warnings FATAL => 'all';
@@ -179,8 +184,49 @@ $node->safe_psql('refusals', q{ALTER DEFAULT PRIVILEGES FOR ROLE owner GRANT SEL
 refused('refusals', 'owner', 'role "owner" has default privileges, which would apply to the objects of idempotency',
 	qr/for tables/, 'so is an installer with default privileges');
 $node->safe_psql('refusals', q{ALTER DEFAULT PRIVILEGES FOR ROLE owner REVOKE SELECT ON TABLES FROM other});
-my ($rc, $o, $e) = run_script('refusals', 'owner', $update);
-is($rc, 0, 'which updates once they are revoked') or diag($e);
+my $before_revoke = $node->safe_psql('refusals', $state);
+
+# run statement by statement (no --single-transaction), a statement that
+# failed after the checks would leave the others done: the update is
+# refused before it changes anything, and its end gives the session its
+# settings back
+my $settings = q{
+SHOW default_transaction_read_only;
+SHOW search_path;
+SELECT idempotency.portable_version();
+};
+my ($rc, $o, $e) = $node->psql('refusals', "SET search_path = public, pg_catalog;\n\\i $update\n$settings",
+	on_error_stop => 0, extra_params => [ '-U', 'owner' ]);
+my @errors = $e =~ /ERROR:  ([^\n]*)/g;
+is($errors[0] // '', "the update of idempotency from $NextVersion::FROM to $NextVersion::TO must run in one transaction",
+	'an update run statement by statement is refused') or diag($e);
+ok(grep({ /read-only transaction/ } @errors[ 1 .. $#errors ]), 'and the statements after it fail read-only');
+is($o, "off\npublic, pg_catalog\n$NextVersion::FROM", 'its end gives the session its settings back');
+is($node->safe_psql('refusals', $state), $before_revoke, 'and nothing changed');
+($rc, $o, $e) = $node->psql('refusals', undef, on_error_stop => 0,
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $update ]);
+like($e, qr/must run in one transaction.*HINT:  Run it with psql --single-transaction/s, 'with ON_ERROR_STOP too');
+
+# in one transaction, a statement that fails after the checks (here, the
+# registry locked past lock_timeout) leaves nothing done, and the session
+# as it was
+my $locker = $node->background_psql('refusals', on_error_stop => 1);
+$locker->query_safe('BEGIN; LOCK TABLE idempotency.registry IN ACCESS SHARE MODE;');
+($rc, $o, $e) = $node->psql('refusals', "SET search_path = public, pg_catalog;\nSET lock_timeout = '200ms';\nBEGIN;\n\\i $update\nROLLBACK;\n$settings",
+	on_error_stop => 0, extra_params => [ '-U', 'owner' ]);
+@errors = $e =~ /ERROR:  ([^\n]*)/g;
+is($errors[0] // '', 'canceling statement due to lock timeout', 'a statement after the checks fails in the update\'s transaction');
+is($o, "off\npublic, pg_catalog\n$NextVersion::FROM", 'which leaves the session as it was, at the version it was');
+is($node->safe_psql('refusals', $state), $before_revoke, 'and nothing changed');
+$locker->query_safe('COMMIT');
+$locker->quit;
+
+# the whole script sent as one query string, as a migration tool may: one
+# transaction
+($rc, $o, $e) = $node->psql('refusals', undef, on_error_stop => 0,
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-c', PostgreSQL::Test::Utils::slurp_file($update) ]);
+is($rc, 0, 'the script as one query string updates') or diag($e);
+is($node->safe_psql('refusals', 'SELECT idempotency.portable_version()'), $NextVersion::TO, 'to the new version');
 $node->safe_psql('c_edition', 'CREATE EXTENSION idempotency');
 ($rc, $o, $e) = run_script('c_edition', 'postgres', $update);
 like($e, qr/schema "idempotency" holds no portable edition of idempotency.*ALTER EXTENSION/s, 'the extension is refused');

@@ -1,18 +1,18 @@
 /*
  * The beginning of the portable edition's update script from @FROM@ to @TO@
- * (sql/include.pl writes it there).  As the install script does, it makes
- * the session's transactions read-only until its checks have passed, so
- * that, run without ON_ERROR_STOP, a refused update changes nothing; and it
- * pins the search_path for its transaction (the whole update, run in one, as
- * doc/portable.md runs it).  It refuses a database where
- * the portable edition is not installed, or is at another version than
- * @FROM@ (the scripts in between come first), a role other than the one
- * that installed it (the owner of every object the update replaces), and
- * an installer whose default privileges would apply to the new objects.
+ * (sql/include.pl writes it there), after the beginning of every portable
+ * script (sql/checks/portable_begin).  It refuses a database where the
+ * portable edition is not installed, or is at another version than @FROM@
+ * (the scripts in between come first), a role other than the one that
+ * installed it (the owner of every object the update replaces), an
+ * installer whose default privileges would apply to the new objects, and
+ * a run statement by statement: an update changes what holds the
+ * applications' records, and a statement that failed part way (a lock
+ * timeout, say) would leave the others done, the new version named, and
+ * the next run of the script refused by what the first left.  In one
+ * transaction it is all or nothing.
  */
-SET SESSION default_transaction_read_only = on;
-
-SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+#include "checks/portable_begin/1.2.sql"
 
 DO $$
 DECLARE
@@ -55,7 +55,12 @@ BEGIN
 							  ELSE pg_catalog.format('Run the update scripts from version %s in order, each once.', installed) END;
 	END IF;
 	#include "checks/installer_defaults/1.2.sql"
-	-- the checks passed: the session may write again
-	PERFORM pg_catalog.set_config('default_transaction_read_only', 'off', false);
+	IF COALESCE(pg_catalog.current_setting('idempotency_script.transaction', true), '') OPERATOR(pg_catalog.<>) 'one' THEN
+		RAISE EXCEPTION 'the update of idempotency from @FROM@ to @TO@ must run in one transaction'
+			USING ERRCODE = 'no_active_sql_transaction',
+				  DETAIL = 'Run statement by statement, a statement that failed would leave the others done.  Nothing was changed, and the session''s transactions are read-only until the script''s last statement.',
+				  HINT = 'Run it with psql --single-transaction -v ON_ERROR_STOP=1 -f, or in a migration tool''s transaction.';
+	END IF;
+	#include "checks/portable_checked/1.2.sql"
 END
 $$;

@@ -14,6 +14,17 @@ AS $$SELECT '@TO@'::pg_catalog.text$$;
 COMMENT ON FUNCTION idempotency.portable_version() IS
 'the version of the portable edition of idempotency installed in this database';
 
--- the session's own default back: the script's first statement made its
--- transactions read-only until its checks passed
-RESET default_transaction_read_only;
+-- run statement by statement, the session's own settings back
+-- (sql/checks/portable_begin)
+DO $$
+BEGIN
+	IF pg_catalog.current_setting('idempotency_script.read_only', true) OPERATOR(pg_catalog.<>) '' THEN
+		PERFORM pg_catalog.set_config('default_transaction_read_only',
+									  pg_catalog.current_setting('idempotency_script.read_only'), false);
+		PERFORM pg_catalog.set_config('search_path',
+									  pg_catalog.current_setting('idempotency_script.search_path'), false);
+		PERFORM pg_catalog.set_config('idempotency_script.read_only', '', false);
+		PERFORM pg_catalog.set_config('idempotency_script.search_path', '', false);
+	END IF;
+END
+$$;
