@@ -16,17 +16,81 @@ rollback() is refused, as in conn.transaction(), instead of ending the
 transaction before its claim is finished.  A connection with a transaction
 open already, or a libpq without pipeline mode (before 14), gets the
 statements one after another.
+
+A pair interrupted while its answers are on their way (its task cancelled by
+a wait_for's time-out or an ASGI server's disconnect, a Ctrl-C) ends in that
+CancelledError or KeyboardInterrupt.  psycopg cancels the statement and reads
+the answers first where it can (a sync connection on Ctrl-C, an async one
+from psycopg 3.1.9); where it could not, it left the pipeline without the
+state that reads them, and raised "cannot exit pipeline mode while busy" in
+place of the interruption.  That connection is closed: it can serve nothing
+more, and recovering it would mean waiting for the server the caller stopped
+waiting for.  The server rolls back the transaction of a closed connection,
+so a claim is never left committed half-done (last() sent its COMMIT with the
+statement: both commit or neither), and a pool discards a closed connection.
 """
 from __future__ import annotations
 
+import sys
+from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
-from typing import Any, Optional, Sequence, Type
+from typing import Any, AsyncIterator, Iterator, Optional, Sequence, Type
 
 import psycopg
 from psycopg import pq
 
 IDLE = pq.TransactionStatus.IDLE
 OPEN = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
+PIPELINE_OFF = pq.PipelineStatus.OFF
+
+
+def _stuck(conn: psycopg.BaseConnection[Any]) -> bool:
+    """libpq still in pipeline mode after psycopg left it: the pair's answers
+    are owed, and the connection can neither read them nor send anything."""
+    return not conn.closed and conn.pgconn.pipeline_status != PIPELINE_OFF
+
+
+def _interruption(exc: BaseException, handled: Optional[BaseException]) -> BaseException:
+    """exc, or the interruption that psycopg's pipeline exit raised it in
+    place of (its context).  One the caller was handling before the pair
+    began, as in a finally block of a cancelled task, is not the pair's."""
+    context = exc.__context__
+    if (isinstance(exc, psycopg.OperationalError) and context is not None
+            and not isinstance(context, Exception) and context is not handled):
+        return context
+    return exc
+
+
+@contextmanager
+def _pair(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """conn.pipeline() for one pair."""
+    handled = sys.exc_info()[1]
+    try:
+        with conn.pipeline():
+            yield
+    except BaseException as exc:
+        if _stuck(conn):
+            conn.close()
+        interruption = _interruption(exc, handled)
+        if interruption is not exc:
+            raise interruption from None
+        raise
+
+
+@asynccontextmanager
+async def _async_pair(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """conn.pipeline() for one pair, on an AsyncConnection."""
+    handled = sys.exc_info()[1]
+    try:
+        async with conn.pipeline():
+            yield
+    except BaseException as exc:
+        if _stuck(conn):
+            await conn.close()
+        interruption = _interruption(exc, handled)
+        if interruption is not exc:
+            raise interruption from None
+        raise
 
 
 class Transaction:
@@ -51,7 +115,7 @@ class Transaction:
     def first(self, query: str, params: Sequence[Any]) -> Optional[tuple[Any, ...]]:
         """BEGIN and query; query's first row."""
         if self._pipelined:
-            with self.conn.pipeline():
+            with _pair(self.conn):
                 self._begin()
                 # never prepared: behind PgBouncer in transaction mode the
                 # next transaction may run on a server connection without it
@@ -64,7 +128,7 @@ class Transaction:
     def last(self, query: str, params: Sequence[Any]) -> Optional[tuple[Any, ...]]:
         """query and COMMIT; query's first row."""
         if self._pipelined:
-            with self.conn.pipeline():
+            with _pair(self.conn):
                 cur = self.conn.execute(query, params, prepare=False)
                 self._commit()
         else:
@@ -115,7 +179,7 @@ class AsyncTransaction:
     async def first(self, query: str, params: Sequence[Any]) -> Optional[tuple[Any, ...]]:
         """BEGIN and query; query's first row."""
         if self._pipelined:
-            async with self.conn.pipeline():
+            async with _async_pair(self.conn):
                 await self._begin()
                 cur = await self.conn.execute(query, params, prepare=False)
         else:
@@ -126,7 +190,7 @@ class AsyncTransaction:
     async def last(self, query: str, params: Sequence[Any]) -> Optional[tuple[Any, ...]]:
         """query and COMMIT; query's first row."""
         if self._pipelined:
-            async with self.conn.pipeline():
+            async with _async_pair(self.conn):
                 cur = await self.conn.execute(query, params, prepare=False)
                 await self._commit()
         else:
