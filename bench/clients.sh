@@ -19,6 +19,10 @@
 #   hand      Express and node-postgres by hand: a keys table claimed with
 #             INSERT ... ON CONFLICT DO NOTHING, the insert and an UPDATE
 #             with the answer in one transaction; a retry reads the answer
+#   floor     not idempotent, for phases 1 and 2 only: one statement per
+#             request in autocommit that returns the key's stored answer or
+#             pays and stores it, the least a server that keeps its answers
+#             in PostgreSQL sends (concurrent duplicates all pay)
 #
 # bench/clients/server.js has each; bench/clients/load.js drives them.  One
 # throwaway cluster with synchronous_commit = on (durable commits) and
@@ -52,7 +56,8 @@
 #
 # Run as root on Debian 12:
 #   bash bench/clients.sh [SECONDS-PER-RUN] [CLIENTS] [ROUNDS]
-# Defaults: 6 s, 8 connections, 5 rounds: about ten minutes.
+# Defaults: 6 s, 8 connections, 5 rounds: about a quarter of an hour.
+# VARIANTS="ours ..." runs those alone (ours among them).
 #
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,7 +66,10 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-6}
 clients=${2:-8}
 rounds=${3:-5}
-variants="ours ourssql expidem nodeidem dbos hand"
+variants=${VARIANTS:-ours ourssql expidem nodeidem dbos hand floor}
+case " $variants " in *" ours "*) ;; *) echo "VARIANTS must name ours: the ratios are to it" >&2; exit 2 ;; esac
+# the variants that claim keys, for the correctness phase
+idempotent=$(for v in $variants; do [ "$v" = floor ] || echo "$v"; done | tr '\n' ' ')
 replay_keys=2000
 
 # shellcheck disable=SC2046
@@ -264,12 +272,12 @@ done
 echo
 echo "==> concurrent retries: 200 keys, $clients requests with each at the same moment"
 declare -A conc killed
-for v in $variants; do
+for v in $idempotent; do
 	conc[$v]=$(load concurrent "http://127.0.0.1:${sport[$v]}" "payments_$v" 200 "$clients" "$v-c")
 	echo "   $v: ${conc[$v]}"
 done
 echo "==> a killed server: 3 times, 32 connections of new keys, SIGKILL after 1.5 s"
-for v in $variants; do
+for v in $idempotent; do
 	# load.js starts and kills this variant's server itself
 	kill "${pid[$v]}"
 	wait "${pid[$v]}" 2>/dev/null || true
@@ -296,7 +304,7 @@ echo
 printf '   %-9s | %-38s | %-48s\n' "" "concurrent retries (200 keys)" "killed server (3 kills, then retries)"
 printf '   %-9s | %10s %10s %16s | %9s %10s %10s %16s\n' variant duplicates wrong "unresolved (paid)" \
 	"no answer" duplicates wrong "unresolved (paid)"
-for v in $variants; do
+for v in $idempotent; do
 	read -r cd cw cu cp <<<"$(field "${conc[$v]}" duplicates wrong_replays unresolved unresolved_paid)"
 	read -r kn kd kw ku kp <<<"$(field "${killed[$v]}" no_answer_at_kill duplicates wrong_replays \
 		unresolved unresolved_paid)"

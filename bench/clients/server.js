@@ -16,6 +16,10 @@
 //   hand      Express and node-postgres by hand: a keys table claimed with
 //             INSERT ... ON CONFLICT DO NOTHING, the insert, an UPDATE with
 //             the answer, in one transaction; a retry reads the answer
+//   floor     not idempotent: the least a server that keeps its answers in
+//             PostgreSQL sends, one statement per request in autocommit
+//             that returns the key's stored answer or makes the payment and
+//             stores it; no claim, so concurrent duplicates all pay
 //
 // PostgreSQL from the PG* variables, Redis from REDIS_URL, the port from
 // PORT; POOL connections to PostgreSQL (node-postgres's default, 10).
@@ -144,6 +148,23 @@ const variants = {
       if (!key) return res.status(400).json({ error: 'an Idempotency-Key header is needed' });
       const handle = await DBOS.startWorkflow(payWorkflow, { workflowID: key })(key, req.body.amount);
       res.status(201).json(await handle.getResult());
+    });
+  },
+
+  async floor() {
+    const pool = new Pool({ max: poolSize });
+    const once = `WITH old AS (SELECT body FROM floor_answers WHERE key = $1),
+      paid AS (INSERT INTO payments_floor (key, amount) SELECT $1, $2 WHERE NOT EXISTS (SELECT FROM old) RETURNING id),
+      kept AS (INSERT INTO floor_answers (key, body)
+               SELECT $1, json_build_object('id', id::text, 'key', $1::text, 'amount', $2::int)::text FROM paid
+               ON CONFLICT DO NOTHING RETURNING body)
+      SELECT body FROM old UNION ALL SELECT body FROM kept`;
+    app.post('/payments', async (req, res) => {
+      const key = req.get('Idempotency-Key');
+      if (!key) return res.status(400).json({ error: 'an Idempotency-Key header is needed' });
+      const { rows: [row] } = await pool.query(once, [key, req.body.amount]);
+      if (!row) return res.status(409).json({ error: 'in progress' });
+      res.status(201).type('application/json').send(row.body);
     });
   },
 

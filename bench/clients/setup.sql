@@ -1,7 +1,8 @@
 -- bench/clients/setup.sql: the database that bench/clients.sh serves
 -- POST /payments from: one payments table per variant (no unique key on
 -- key: the checks count the rows each key got), the extension for
--- pg-idempotency, the hand-written handler's keys table.  DBOS keeps its
+-- pg-idempotency, the hand-written handler's keys table, and the floor's
+-- answers.  DBOS keeps its
 -- workflows in a system database of its own (dbos_sys) and its transaction
 -- steps' outputs in schema dbos here, which its data source creates.
 CREATE EXTENSION idempotency;
@@ -25,3 +26,5 @@ CREATE TABLE hand_keys (
 	body text,
 	created_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE payments_floor (id bigserial PRIMARY KEY, key text NOT NULL, amount int NOT NULL);
+CREATE TABLE floor_answers (key text PRIMARY KEY, body text NOT NULL);
