@@ -214,12 +214,17 @@ if ($edition ne 'c')
 sub versioned
 {
 	my ($dir, $version) = @_;
-	my $key = sub { sprintf('%05d' x 2, split(/\./, $_[0])) };
-	my ($file) = sort { $key->($b) cmp $key->($a) }
-	  grep { $key->($_) le $key->($version) }
+	my ($file) = sort { version_key($b) cmp version_key($a) }
+	  grep { version_key($_) le version_key($version) }
 	  map { m{/([\d.]+)\.sql$} ? $1 : () } glob("$dir/*.sql");
 	die "$dir: no file for version $version\n" unless defined $file;
 	return "$dir/$file.sql";
+}
+
+# version_key VERSION: a string that sorts as VERSION does
+sub version_key
+{
+	return sprintf('%05d' x 2, split(/\./, $_[0]));
 }
 
 # versions TEXT: TEXT with @FROM@ and @TO@ replaced
@@ -243,6 +248,11 @@ elsif ($edition eq 'tle' && defined $from)
 {
 	$text = expand(versioned("$base/checks/update_defaults", $to), '', {}) . $text;
 }
+# the extension's update scripts from 1.2 on check the default privileges
+# themselves, after the line that refuses psql (sql/checks/update_defaults)
+die "$sources[0]: an update script of the extension must #include \"checks/update_defaults/VERSION.sql\"\n"
+  if $edition eq 'c' && $sources[0] =~ /--[\d.]+--([\d.]+)\.sql\.in$/
+  && version_key($1) ge version_key('1.2') && $text !~ /\bpg_catalog\.pg_default_acl\b/;
 
 my $name = basename($output);
 open(my $sums, '<', $released) or die "could not open \"$released\": $!\n";

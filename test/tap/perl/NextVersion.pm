@@ -29,6 +29,7 @@ my $update = <<"SQL";
 
 #if c
 \\echo Use "ALTER EXTENSION idempotency UPDATE TO '$TO'" to load this file. \\quit
+#include "checks/update_defaults/1.2.sql"
 #endif
 
 ALTER TABLE idempotency.registry ADD COLUMN next_note pg_catalog.text;
