@@ -68,6 +68,16 @@ is($errors[0], 'schema "idempotency" already exists', 'without ON_ERROR_STOP, th
 ok(scalar(grep { /read-only transaction/ } @errors) > 100, 'and the statements after it fail in a read-only transaction');
 is($node->safe_psql('app', $installed, extra_params => [ '-U', 'owner' ]), $before,
 	'so that no function, table, grant or secret changed');
+# in one transaction under psql's ON_ERROR_ROLLBACK, which runs each
+# statement in a savepoint and undoes a failed one alone: the refusal would
+# not stop the statements after it, so it ends the session instead
+($rc, $out, $err) = $node->psql('app', undef, on_error_stop => 0,
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_ROLLBACK=on', '--single-transaction', '-f', $script ]);
+like($err, qr/WARNING:  the script is refused \(schema "idempotency" already exists\), and each of its statements runs in a savepoint of its own/,
+	'under ON_ERROR_ROLLBACK, a second run is refused');
+like($err, qr/FATAL:  terminating connection/, 'and ends the session, before the statements after it');
+is($node->safe_psql('app', $installed, extra_params => [ '-U', 'owner' ]), $before,
+	'so that nothing changed');
 
 # the same API as the C edition's
 my $functions = q{

@@ -195,14 +195,33 @@ SHOW default_transaction_read_only;
 SHOW search_path;
 SELECT idempotency.portable_version();
 };
-my ($rc, $o, $e) = $node->psql('refusals', "SET search_path = public, pg_catalog;\n\\i $update\n$settings",
+# (the session's settings that say "one transaction" do not; nor does a
+# serializable, deferrable session wait for the serializable writers of
+# others; and a run stopped part way before, whose settings the session
+# still has, does not make this one lose the session's own)
+my $writer = $node->background_psql('refusals', on_error_stop => 1);
+$writer->query_safe(q{BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT count(*) FROM pg_class; CREATE TEMPORARY TABLE w (i int); INSERT INTO w VALUES (1);});
+my $begin = "$top/sql/checks/portable_begin/1.2.sql";
+my ($rc, $o, $e) = $node->psql('refusals', qq{SET search_path = public, pg_catalog;
+SET idempotency_script.transaction = 'one';
+SET idempotency_script.mode = 'transaction';
+SET default_transaction_isolation = serializable;
+SET default_transaction_deferrable = on;
+SET statement_timeout = '20s';
+\\i $begin
+\\i $update
+RESET default_transaction_isolation;
+$settings
+SHOW default_transaction_deferrable;},
 	on_error_stop => 0, extra_params => [ '-U', 'owner' ]);
 my @errors = $e =~ /ERROR:  ([^\n]*)/g;
 is($errors[0] // '', "the update of idempotency from $NextVersion::FROM to $NextVersion::TO must run in one transaction",
 	'an update run statement by statement is refused') or diag($e);
 ok(grep({ /read-only transaction/ } @errors[ 1 .. $#errors ]), 'and the statements after it fail read-only');
-is($o, "off\npublic, pg_catalog\n$NextVersion::FROM", 'its end gives the session its settings back');
+is($o, "off\npublic, pg_catalog\n$NextVersion::FROM\non", 'its end gives the session its settings back');
 is($node->safe_psql('refusals', $state), $before_revoke, 'and nothing changed');
+$writer->query_safe('COMMIT');
+$writer->quit;
 ($rc, $o, $e) = $node->psql('refusals', undef, on_error_stop => 0,
 	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-f', $update ]);
 like($e, qr/must run in one transaction.*HINT:  Run it with psql --single-transaction/s, 'with ON_ERROR_STOP too');
@@ -221,13 +240,33 @@ is($node->safe_psql('refusals', $state), $before_revoke, 'and nothing changed');
 $locker->query_safe('COMMIT');
 $locker->quit;
 
+# psql's ON_ERROR_ROLLBACK runs each statement in a savepoint of its own,
+# and undoes a failed one alone: a refusal (here, of a superuser) would not
+# stop the statements after it, so it ends the session instead; and an
+# update run so, whose failure part way would leave the rest done, is
+# refused as one run statement by statement is
+for my $role ('postgres', 'owner')
+{
+	($rc, $o, $e) = $node->psql('refusals', "BEGIN;\n\\i $update\nCOMMIT;\n",
+		on_error_stop => 0, extra_params => [ '-U', $role, '-v', 'ON_ERROR_ROLLBACK=on' ]);
+	like($e, qr/WARNING:  the script is refused \((must be the owner of schema idempotency to update it|the update of idempotency from \S+ to \S+ must run in one transaction)\), and each of its statements runs in a savepoint of its own.*FATAL:  terminating connection/s,
+		"under ON_ERROR_ROLLBACK, the update is refused to $role, and the session ends") or diag($e);
+	is($node->safe_psql('refusals', $state), $before_revoke, 'so that nothing changed');
+}
+
 # the whole script sent as one query string, as a migration tool may: one
-# transaction
+# transaction; the statements after it in the transaction have their
+# search_path back
 ($rc, $o, $e) = $node->psql('refusals', undef, on_error_stop => 0,
-	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-c', PostgreSQL::Test::Utils::slurp_file($update) ]);
+	extra_params => [ '-U', 'owner', '-v', 'ON_ERROR_STOP=1', '-c',
+		"SET LOCAL search_path = public, pg_catalog;\n" . PostgreSQL::Test::Utils::slurp_file($update) . "\nSHOW search_path;" ]);
 is($rc, 0, 'the script as one query string updates') or diag($e);
+is($o, 'public, pg_catalog', 'and gives the rest of the transaction its search_path back');
 is($node->safe_psql('refusals', 'SELECT idempotency.portable_version()'), $NextVersion::TO, 'to the new version');
 $node->safe_psql('c_edition', 'CREATE EXTENSION idempotency');
+($rc, $o, $e) = run_script('c_edition', 'owner', $update);
+like($e, qr/schema "idempotency" holds no portable edition of idempotency.*ALTER EXTENSION/s,
+	'the extension is refused, to another role too');
 ($rc, $o, $e) = run_script('c_edition', 'postgres', $update);
 like($e, qr/schema "idempotency" holds no portable edition of idempotency.*ALTER EXTENSION/s, 'the extension is refused');
 ($rc, $o, $e) = run_script('postgres', 'postgres', $update);

@@ -28,13 +28,10 @@ BEGIN
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 				  HINT = 'Install version @TO@ with its install script (make portable).';
 	END IF;
-	IF installer OPERATOR(pg_catalog.<>) CURRENT_USER THEN
-		RAISE EXCEPTION 'must be the owner of schema idempotency to update it'
-			USING ERRCODE = 'insufficient_privilege',
-				  DETAIL = pg_catalog.format('Role "%s" installed the portable edition and owns its objects.', installer);
-	END IF;
-	-- only a function of the installer's is called: nobody else's code runs
-	-- with the installer's privileges
+	-- the extension's schema, or one the portable edition did not make,
+	-- before who may update it (its owner is no installer); and only a
+	-- function of the schema owner's is called below: nobody else's code
+	-- runs with the installer's privileges
 	PERFORM
 	  FROM pg_catalog.pg_proc AS p
 	 WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure('idempotency.portable_version()')
@@ -46,6 +43,11 @@ BEGIN
 				  DETAIL = 'It has no function idempotency.portable_version() of its owner''s: it is the extension''s schema, or the portable edition did not create it.',
 				  HINT = 'Update the extension with ALTER EXTENSION idempotency UPDATE.';
 	END IF;
+	IF installer OPERATOR(pg_catalog.<>) CURRENT_USER THEN
+		RAISE EXCEPTION 'must be the owner of schema idempotency to update it'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Role "%s" installed the portable edition and owns its objects.', installer);
+	END IF;
 	installed := idempotency.portable_version();
 	IF installed OPERATOR(pg_catalog.<>) '@FROM@' THEN
 		RAISE EXCEPTION 'this script updates the portable edition of idempotency from @FROM@ to @TO@, and version % is installed', installed
@@ -55,12 +57,14 @@ BEGIN
 							  ELSE pg_catalog.format('Run the update scripts from version %s in order, each once.', installed) END;
 	END IF;
 	#include "checks/installer_defaults/1.2.sql"
-	IF COALESCE(pg_catalog.current_setting('idempotency_script.transaction', true), '') OPERATOR(pg_catalog.<>) 'one' THEN
+	IF COALESCE(pg_catalog.current_setting('idempotency_script.mode', true), '') OPERATOR(pg_catalog.<>) 'transaction' THEN
 		RAISE EXCEPTION 'the update of idempotency from @FROM@ to @TO@ must run in one transaction'
 			USING ERRCODE = 'no_active_sql_transaction',
-				  DETAIL = 'Run statement by statement, a statement that failed would leave the others done.  Nothing was changed, and the session''s transactions are read-only until the script''s last statement.',
+				  DETAIL = 'Run statement by statement, or each statement in a savepoint of its own, a statement that failed would leave the others done.  Nothing was changed, and run statement by statement, the session''s transactions are read-only until the script''s last statement.',
 				  HINT = 'Run it with psql --single-transaction -v ON_ERROR_STOP=1 -f, or in a migration tool''s transaction.';
 	END IF;
 	#include "checks/portable_checked/1.2.sql"
+EXCEPTION WHEN OTHERS THEN
+	#include "checks/portable_refused/1.2.sql"
 END
 $$;

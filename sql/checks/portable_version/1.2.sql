@@ -14,17 +14,24 @@ AS $$SELECT '@TO@'::pg_catalog.text$$;
 COMMENT ON FUNCTION idempotency.portable_version() IS
 'the version of the portable edition of idempotency installed in this database';
 
--- run statement by statement, the session's own settings back
--- (sql/checks/portable_begin)
+-- the settings the script found back (sql/checks/portable_begin): the
+-- search_path of the statements after it in the transaction, or, run
+-- statement by statement, the session's own
 DO $$
 BEGIN
-	IF pg_catalog.current_setting('idempotency_script.read_only', true) OPERATOR(pg_catalog.<>) '' THEN
+	IF pg_catalog.current_setting('idempotency_script.mode', true) OPERATOR(pg_catalog.=) ANY (ARRAY['transaction', 'savepoints']) THEN
+		PERFORM pg_catalog.set_config('search_path',
+									  pg_catalog.current_setting('idempotency_script.search_path'), true);
+		PERFORM pg_catalog.set_config('idempotency_script.mode', '', true);
+	ELSIF pg_catalog.current_setting('idempotency_script.mode', true) OPERATOR(pg_catalog.=) 'statements' THEN
 		PERFORM pg_catalog.set_config('default_transaction_read_only',
 									  pg_catalog.current_setting('idempotency_script.read_only'), false);
+		PERFORM pg_catalog.set_config('default_transaction_deferrable',
+									  pg_catalog.current_setting('idempotency_script.deferrable'), false);
 		PERFORM pg_catalog.set_config('search_path',
 									  pg_catalog.current_setting('idempotency_script.search_path'), false);
-		PERFORM pg_catalog.set_config('idempotency_script.read_only', '', false);
-		PERFORM pg_catalog.set_config('idempotency_script.search_path', '', false);
+		PERFORM pg_catalog.set_config('idempotency_script.' OPERATOR(pg_catalog.||) s.name, '', false)
+		   FROM pg_catalog.unnest(ARRAY['read_only', 'deferrable', 'search_path', 'mode']) AS s(name);
 	END IF;
 END
 $$;
