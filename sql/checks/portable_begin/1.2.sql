@@ -72,14 +72,16 @@ BEGIN
 		PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 	ELSE
 		PERFORM pg_catalog.set_config('idempotency_script.mode', 'statements', false);
-		-- a run stopped part way keeps what it found, not what it set
-		IF COALESCE(pg_catalog.current_setting('idempotency_script.read_only', true), '') OPERATOR(pg_catalog.=) '' THEN
-			PERFORM pg_catalog.set_config('idempotency_script.read_only',
-										  pg_catalog.current_setting('default_transaction_read_only'), false);
-			PERFORM pg_catalog.set_config('idempotency_script.deferrable',
-										  pg_catalog.current_setting('default_transaction_deferrable'), false);
-			PERFORM pg_catalog.set_config('idempotency_script.search_path',
-										  pg_catalog.current_setting('search_path'), false);
+		-- the session's own values, each as idempotency_script.NAME, and
+		-- the names in idempotency_script.saved, for the script's end to
+		-- give back; a run stopped part way keeps what it found, not what
+		-- it set
+		IF COALESCE(pg_catalog.current_setting('idempotency_script.saved', true), '') OPERATOR(pg_catalog.=) '' THEN
+			PERFORM pg_catalog.set_config('idempotency_script.saved',
+										  'default_transaction_read_only default_transaction_deferrable search_path', false);
+			PERFORM pg_catalog.set_config('idempotency_script.' OPERATOR(pg_catalog.||) s.name,
+										  pg_catalog.current_setting(s.name), false)
+			   FROM pg_catalog.string_to_table(pg_catalog.current_setting('idempotency_script.saved'), ' ') AS s(name);
 		END IF;
 		PERFORM pg_catalog.set_config('default_transaction_read_only', 'on', false);
 		PERFORM pg_catalog.set_config('default_transaction_deferrable', 'off', false);

@@ -24,14 +24,11 @@ BEGIN
 									  pg_catalog.current_setting('idempotency_script.search_path'), true);
 		PERFORM pg_catalog.set_config('idempotency_script.mode', '', true);
 	ELSIF pg_catalog.current_setting('idempotency_script.mode', true) OPERATOR(pg_catalog.=) 'statements' THEN
-		PERFORM pg_catalog.set_config('default_transaction_read_only',
-									  pg_catalog.current_setting('idempotency_script.read_only'), false);
-		PERFORM pg_catalog.set_config('default_transaction_deferrable',
-									  pg_catalog.current_setting('idempotency_script.deferrable'), false);
-		PERFORM pg_catalog.set_config('search_path',
-									  pg_catalog.current_setting('idempotency_script.search_path'), false);
-		PERFORM pg_catalog.set_config('idempotency_script.' OPERATOR(pg_catalog.||) s.name, '', false)
-		   FROM pg_catalog.unnest(ARRAY['read_only', 'deferrable', 'search_path', 'mode']) AS s(name);
+		PERFORM pg_catalog.set_config(s.name, pg_catalog.current_setting('idempotency_script.' OPERATOR(pg_catalog.||) s.name), false),
+				pg_catalog.set_config('idempotency_script.' OPERATOR(pg_catalog.||) s.name, '', false)
+		   FROM pg_catalog.string_to_table(pg_catalog.current_setting('idempotency_script.saved'), ' ') AS s(name);
+		PERFORM pg_catalog.set_config('idempotency_script.saved', '', false),
+				pg_catalog.set_config('idempotency_script.mode', '', false);
 	END IF;
 END
 $$;
